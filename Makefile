@@ -1,0 +1,39 @@
+# complexformer: `make run` trains the default tiny ComplexFormer on CPU; `make test` runs the suite.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# The CPU build of torch. Where the CPU wheel is not on a local find-links path, pass
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu so pip does not pull a CUDA build.
+TORCH_SPEC  ?= torch==2.13.0
+TORCH_INDEX ?=
+PIP_TORCH_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
+RUN_ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: venv run test test-slow bench lint clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet $(PIP_TORCH_ARGS) "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet $(PIP_TORCH_ARGS) -e ".[dev]" "$(TORCH_SPEC)"
+	touch $@
+
+run: venv
+	$(VENV)/bin/complexformer train --preset tiny --data stdlib --out runs/default $(RUN_ARGS)
+
+test: venv
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-slow: venv
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+bench: venv
+	$(PY) benchmarks/attention.py
+
+lint: venv
+	$(VENV)/bin/ruff check complexformer tests benchmarks
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,136 @@
+"""Causal self-attention module with a positional scheme chosen by name (see registry)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .cache import LayerKVCache
+from .functional import (
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    attention,
+    polar_components,
+    polar_from_components,
+    rope_frequencies,
+)
+from .registry import get_scheme
+
+__all__ = ["CausalSelfAttention"]
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention: CMHA (Shao et al. 2025) or a baseline scheme.
+
+    For the ``cmha*`` schemes the queries and keys of each head are polar-rotated (eq. 1-8:
+    phase delta * theta + b + position * omega, modulus kept) and then fed to fused
+    scaled-dot-product attention; the adaptation parameters are ``adapt_delta`` and
+    ``adapt_bias`` of shape (H, J) for ``cmha`` and (J,) for ``cmha_shared``, initialised to
+    delta ~ N(0, 0.02^2), b = 0 (paper, §3.1.2). ``cmha_fixed`` holds delta = 1, b = 0 as
+    frozen buffers.
+
+    Args:
+        d_model: model width.
+        n_head: number of heads; d_model must be divisible by it.
+        pos_scheme: a registered scheme name (``complexformer.attention.SCHEMES``).
+        dropout: attention and residual dropout.
+        omega_schedule: ``"rope"`` or ``"paper"`` (see :func:`rope_frequencies`).
+        rope_base: frequency base.
+        bias: whether the projections have biases.
+        delta_init_std: std of the delta initialisation.
+        pcl: create the PCL channel weights w (init 1), shape (2, J) for queries and keys.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_head: int,
+        pos_scheme: str = "cmha",
+        *,
+        dropout: float = 0.0,
+        omega_schedule: str = "rope",
+        rope_base: float = 10000.0,
+        bias: bool = True,
+        delta_init_std: float = 0.02,
+        pcl: bool = False,
+    ) -> None:
+        super().__init__()
+        if d_model % n_head:
+            raise ValueError(
+                f"d_model ({d_model}) must be divisible by n_head ({n_head})"
+            )
+        self.scheme = get_scheme(pos_scheme)
+        self.n_head, self.head_dim = n_head, d_model // n_head
+        if self.scheme.rotation and self.head_dim % 2:
+            raise ValueError(
+                f"head dimension d_model / n_head = {self.head_dim} must be even for "
+                f"pos_scheme {pos_scheme!r}"
+            )
+        if pcl and self.scheme.rotation != "polar":
+            raise ValueError(
+                f"the phase contrastive loss needs a cmha scheme, got pos_scheme {pos_scheme!r}"
+            )
+        self.dropout = dropout
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.proj = nn.Linear(d_model, d_model, bias=bias)
+        self.resid_drop = nn.Dropout(dropout)
+        j = self.head_dim // 2
+        if self.scheme.rotation:
+            omega = rope_frequencies(self.head_dim, rope_base, omega_schedule)
+            self.register_buffer("omega", omega, persistent=False)
+        if self.scheme.rotation == "polar":
+            shape = {"head": (n_head, j), "shared": (j,), "fixed": (j,)}[self.scheme.adapt]
+            if self.scheme.adapt == "fixed":
+                self.register_buffer("adapt_delta", torch.ones(shape), persistent=False)
+                self.register_buffer("adapt_bias", torch.zeros(shape), persistent=False)
+            else:
+                self.adapt_delta = nn.Parameter(torch.randn(shape) * delta_init_std)
+                self.adapt_bias = nn.Parameter(torch.zeros(shape))
+        if self.scheme.alibi:
+            self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
+        self.pcl_weight = nn.Parameter(torch.ones(2, j)) if pcl else None
+
+    def forward(
+        self, x: Tensor, cache: LayerKVCache | None = None, return_phases: bool = False
+    ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+        """Attend causally.
+
+        Args:
+            x: (B, T, d_model) hidden states of the new positions.
+            cache: optional layer cache; its length is the position of x[:, 0].
+            return_phases: also return the (B, H, T, J) rotated phases of queries and keys
+                (``cmha*`` schemes only), for the phase contrastive loss.
+
+        Returns:
+            (output (B, T, d_model), phases or None).
+        """
+        b, t, c = x.shape
+        offset = cache.length if cache is not None else 0
+        qkv = self.qkv(x).view(b, t, 3, self.n_head, self.head_dim)  # (B, T, 3, H, D)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, D)
+        phases = None
+        if self.scheme.rotation == "polar":
+            lam_q, ph_q = polar_components(q, self.adapt_delta, self.adapt_bias, offset, self.omega)
+            lam_k, ph_k = polar_components(k, self.adapt_delta, None, offset, self.omega)
+            q = polar_from_components(lam_q, ph_q, q.dtype)
+            k = polar_from_components(lam_k, ph_k, k.dtype)
+            if return_phases:
+                phases = (ph_q, ph_k)
+        elif self.scheme.rotation == "rope":
+            q = apply_rope(q, offset, self.omega)
+            k = apply_rope(k, offset, self.omega)
+        if cache is not None:
+            k, v = cache.update(k, v)
+        bias = None
+        if self.scheme.alibi:
+            bias = alibi_bias(self.slopes, t, k.shape[-2], offset)  # (H, Tq, Tk)
+        y = attention(
+            q, k, v, is_causal=True, q_offset=offset, bias=bias,
+            dropout_p=self.dropout if self.training else 0.0,
+        )  # (B, H, T, D)
+        y = y.transpose(1, 2).reshape(b, t, c)  # (B, T, d_model)
+        return self.resid_drop(self.proj(y)), phases
+
+    def extra_repr(self) -> str:
+        return f"scheme={self.scheme.name}, n_head={self.n_head}, head_dim={self.head_dim}"

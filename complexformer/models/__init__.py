@@ -1,0 +1,15 @@
+"""Models: the ComplexFormer language model and its configuration."""
+
+from .config import PRESETS, GPTConfig, preset_config
+from .lm import ComplexFormerLM, LMOutput
+from .report import format_parameter_report, parameter_report
+
+__all__ = [
+    "PRESETS",
+    "ComplexFormerLM",
+    "GPTConfig",
+    "LMOutput",
+    "format_parameter_report",
+    "parameter_report",
+    "preset_config",
+]

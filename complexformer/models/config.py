@@ -1,0 +1,166 @@
+"""Configuration dataclass and presets of the decoder-only language model."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from ..attention.registry import get_scheme
+
+__all__ = ["GPTConfig", "PRESETS", "preset_config", "unknown_key_error"]
+
+_NORMS = ("pre", "post")
+_SCHEDULES = ("rope", "paper")
+
+
+def unknown_key_error(key: str, valid, what: str = "config field") -> ValueError:
+    """A ValueError for an unknown name that suggests the closest valid names."""
+    close = difflib.get_close_matches(key, list(valid), n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return ValueError(f"unknown {what} {key!r}{hint} (valid: {', '.join(valid)})")
+
+
+@dataclass
+class GPTConfig:
+    """Shape and options of :class:`~complexformer.models.lm.ComplexFormerLM`.
+
+    Attributes:
+        vocab_size: number of token ids.
+        n_layer: transformer blocks.
+        n_head: attention heads per block.
+        d_model: model width; ``d_model / n_head`` is the head dimension D (even for
+            rotation schemes; J = D/2 complex pairs).
+        d_ff: hidden width of the feed-forward network.
+        dropout: dropout on embeddings, attention weights and residual branches.
+        max_seq_len: longest sequence; a hard limit for ``learned`` positions, the training
+            context for the others.
+        pos_scheme: positional scheme name: ``cmha`` (default), ``cmha_shared``,
+            ``cmha_fixed``, ``rope``, ``learned``, ``sinusoidal``, ``alibi``, ``nope``.
+        omega_schedule: ``"rope"`` (omega_j = base^(-2j/D)) or ``"paper"``
+            (omega_j = base^(-2j/J), eq. 6 literally).
+        rope_base: frequency base.
+        norm: ``"pre"`` (LayerNorm before each sub-layer) or ``"post"`` (after the residual
+            sum, as in the original Transformer).
+        tie_embeddings: share the token embedding with the output projection.
+        bias: biases in linear layers.
+        layer_norm_eps: LayerNorm epsilon.
+        init_std: std of the normal initialisation of weights (GPT-2: 0.02).
+        delta_init_std: std of the CMHA delta initialisation (paper: 0.02).
+        pcl: enable the phase contrastive loss (``cmha*`` schemes only).
+        pcl_epsilon: weight epsilon of the PCL term (paper: 0.01).
+        pcl_tau: PCL temperature tau (paper: 0.1).
+        pcl_dropout: dropout making the second view (EulerFormer: 0.5).
+    """
+
+    vocab_size: int = 8192
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 128
+    d_ff: int = 512
+    dropout: float = 0.0
+    max_seq_len: int = 256
+    pos_scheme: str = "cmha"
+    omega_schedule: str = "rope"
+    rope_base: float = 10000.0
+    norm: str = "pre"
+    tie_embeddings: bool = True
+    bias: bool = True
+    layer_norm_eps: float = 1e-5
+    init_std: float = 0.02
+    delta_init_std: float = 0.02
+    pcl: bool = False
+    pcl_epsilon: float = 0.01
+    pcl_tau: float = 0.1
+    pcl_dropout: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "n_layer", "n_head", "d_model", "d_ff", "max_seq_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_head:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})"
+            )
+        scheme = get_scheme(self.pos_scheme)
+        if scheme.rotation and self.head_dim % 2:
+            raise ValueError(
+                f"head dimension d_model / n_head = {self.head_dim} must be even for "
+                f"pos_scheme {self.pos_scheme!r}"
+            )
+        if self.norm not in _NORMS:
+            raise ValueError(f"norm must be one of {_NORMS}, got {self.norm!r}")
+        if self.omega_schedule not in _SCHEDULES:
+            raise ValueError(
+                f"omega_schedule must be one of {_SCHEDULES}, got {self.omega_schedule!r}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.pcl and scheme.rotation != "polar":
+            raise ValueError(
+                f"pcl=True needs a cmha scheme (cmha, cmha_shared, cmha_fixed), "
+                f"got pos_scheme {self.pos_scheme!r}"
+            )
+        if self.pcl_tau <= 0:
+            raise ValueError(f"pcl_tau must be > 0, got {self.pcl_tau}")
+        if not 0.0 <= self.pcl_dropout < 1.0:
+            raise ValueError(f"pcl_dropout must be in [0, 1), got {self.pcl_dropout}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GPTConfig:
+        """Build from a dict; an unknown key raises ValueError suggesting the closest names."""
+        names = cls.field_names()
+        for key in data:
+            if key not in names:
+                raise unknown_key_error(key, names)
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> GPTConfig:
+        """A copy with some fields changed (validated; unknown names rejected)."""
+        names = self.field_names()
+        for key in changes:
+            if key not in names:
+                raise unknown_key_error(key, names)
+        return dataclasses.replace(self, **changes)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # CPU-sized: trains in minutes on two cores.
+    "tiny": dict(n_layer=4, n_head=4, d_model=128, d_ff=512, max_seq_len=256, dropout=0.0),
+    # Appendix A of the ComplexFormer paper; vocabulary of the GPT-2 tokenizer.
+    "paper": dict(
+        n_layer=8, n_head=8, d_model=512, d_ff=1024, dropout=0.1, max_seq_len=1024,
+        vocab_size=50257, tie_embeddings=False,
+    ),
+    # GPT-2 small (Radford et al. 2019): 124M parameters with learned positions.
+    "gpt2": dict(
+        n_layer=12, n_head=12, d_model=768, d_ff=3072, dropout=0.1, max_seq_len=1024,
+        vocab_size=50257, pos_scheme="learned", tie_embeddings=True,
+    ),
+}
+
+
+def preset_config(name: str, **overrides: Any) -> GPTConfig:
+    """The preset ``name`` (``tiny``, ``paper``, ``gpt2``) with fields overridden."""
+    if name not in PRESETS:
+        raise unknown_key_error(name, list(PRESETS), "preset")
+    return GPTConfig.from_dict({**PRESETS[name], **overrides})
+
+

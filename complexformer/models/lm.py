@@ -1,0 +1,304 @@
+"""ComplexFormer: a GPT-style decoder whose attention is CMHA or one of its baselines.
+
+Shao et al. 2025, "ComplexFormer: Disruptively Advancing Transformer Inference Ability via
+Head-Specific Complex Vector Attention", §3: a decoder-only Transformer whose multi-head
+attention is replaced by CMHA; every baseline of the paper is one ``pos_scheme`` away.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..attention.cache import KVCache
+from ..attention.module import CausalSelfAttention
+from ..losses.pcl import pcl_loss
+from .config import GPTConfig
+from .sampling import check_sampling_args, sample_next
+
+__all__ = ["Block", "ComplexFormerLM", "LMOutput", "sinusoidal_embedding"]
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+
+
+@dataclass
+class LMOutput:
+    """Output of :meth:`ComplexFormerLM.forward`.
+
+    Attributes:
+        logits: (B, T, V) next-token logits.
+        loss: ``lm_loss + pcl_epsilon * pcl_loss`` (what to back-propagate), or None
+            without labels.
+        lm_loss: mean next-token cross-entropy, or None without labels.
+        pcl_loss: the phase contrastive loss L_con summed over layers (training with
+            ``pcl=True`` only), else None.
+        cache: the KV cache, when one was passed or requested.
+    """
+
+    logits: Tensor
+    loss: Tensor | None = None
+    lm_loss: Tensor | None = None
+    pcl_loss: Tensor | None = None
+    cache: KVCache | None = None
+
+
+def sinusoidal_embedding(positions: Tensor, dim: int) -> Tensor:
+    """Vaswani et al. absolute encoding: PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos."""
+    i = torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32)
+    ang = positions.float().unsqueeze(-1) / (10000.0 ** (i / dim))  # (T, ceil(d/2))
+    pe = torch.stack((torch.sin(ang), torch.cos(ang)), dim=-1).flatten(-2)  # (T, 2*ceil(d/2))
+    return pe[..., :dim]
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.fc = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
+        self.proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.drop(self.proj(F.gelu(self.fc(x))))
+
+
+class Block(nn.Module):
+    """One decoder block: attention then feed-forward, each with a residual and LayerNorm."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.pre_norm = cfg.norm == "pre"
+        self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
+        self.attn = CausalSelfAttention(
+            cfg.d_model, cfg.n_head, cfg.pos_scheme, dropout=cfg.dropout,
+            omega_schedule=cfg.omega_schedule, rope_base=cfg.rope_base, bias=cfg.bias,
+            delta_init_std=cfg.delta_init_std, pcl=cfg.pcl,
+        )
+        self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: Tensor, cache=None, return_phases: bool = False):
+        if self.pre_norm:
+            a, phases = self.attn(self.ln1(x), cache, return_phases)
+            x = x + a
+            x = x + self.mlp(self.ln2(x))
+        else:
+            a, phases = self.attn(x, cache, return_phases)
+            x = self.ln1(x + a)
+            x = self.ln2(x + self.mlp(x))
+        return x, phases
+
+
+class ComplexFormerLM(nn.Module):
+    """Decoder-only language model with pluggable positional scheme (CMHA by default).
+
+    Args:
+        config: a :class:`GPTConfig`.
+
+    Example:
+        >>> from complexformer.models import ComplexFormerLM, preset_config
+        >>> model = ComplexFormerLM(preset_config("tiny", vocab_size=100))
+        >>> out = model(torch.randint(0, 100, (2, 16)), labels=torch.randint(0, 100, (2, 16)))
+        >>> out.logits.shape
+        torch.Size([2, 16, 100])
+    """
+
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        cfg = config
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.wpe = None
+        if cfg.pos_scheme == "learned":
+            self.wpe = nn.Embedding(cfg.max_seq_len, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = (
+            nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
+            if cfg.norm == "pre" else nn.Identity()
+        )
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2: scaled init of residual projections
+            if name.endswith("attn.proj.weight") or name.endswith("mlp.proj.weight"):
+                nn.init.normal_(p, 0.0, cfg.init_std / math.sqrt(2 * cfg.n_layer))
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.wte.weight
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, 0.0, self.config.init_std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, 0.0, self.config.init_std)
+
+    # ------------------------------------------------------------------ forward
+    def forward(
+        self,
+        input_ids: Tensor,
+        labels: Tensor | None = None,
+        cache: KVCache | None = None,
+        use_cache: bool = False,
+    ) -> LMOutput:
+        """Next-token logits and losses.
+
+        Args:
+            input_ids: (B, T) token ids.
+            labels: optional (B, T) targets aligned with ``input_ids`` (shifted inside, as in
+                Hugging Face models); positions with -100 are ignored.
+            cache: a :class:`KVCache` holding earlier positions; ``input_ids`` continue it.
+            use_cache: create a cache when none is given and return it.
+
+        Returns:
+            An :class:`LMOutput`.
+        """
+        cfg = self.config
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be (B, T), got shape {tuple(input_ids.shape)}")
+        b, t = input_ids.shape
+        if cache is None and use_cache:
+            cache = KVCache(cfg.n_layer)
+        offset = cache.offset if cache is not None else 0
+        if cfg.pos_scheme == "learned" and offset + t > cfg.max_seq_len:
+            raise ValueError(
+                f"sequence length {offset + t} exceeds max_seq_len={cfg.max_seq_len}, the "
+                f"limit of pos_scheme 'learned'; use at most {cfg.max_seq_len} tokens"
+            )
+        x = self.wte(input_ids)  # (B, T, C)
+        if cfg.pos_scheme in ("learned", "sinusoidal"):
+            pos = torch.arange(offset, offset + t, device=input_ids.device)
+            pe = self.wpe(pos) if self.wpe is not None else sinusoidal_embedding(pos, cfg.d_model)
+            x = x + pe.to(x.dtype)
+        x = self.drop(x)
+        want_pcl = cfg.pcl and self.training
+        pcl_total = None
+        for i, block in enumerate(self.blocks):
+            x, phases = block(x, cache[i] if cache is not None else None, want_pcl)
+            if want_pcl:
+                w = block.attn.pcl_weight
+                lq = pcl_loss(phases[0], w[0], cfg.pcl_tau, cfg.pcl_dropout, training=True)
+                lk = pcl_loss(phases[1], w[1], cfg.pcl_tau, cfg.pcl_dropout, training=True)
+                pcl_total = lq + lk if pcl_total is None else pcl_total + lq + lk
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        out = LMOutput(logits=logits, pcl_loss=pcl_total, cache=cache)
+        if labels is not None:
+            out.lm_loss = F.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                labels[:, 1:].reshape(-1),
+                ignore_index=-100,
+            )
+            out.loss = out.lm_loss
+            if pcl_total is not None and cfg.pcl_epsilon:
+                out.loss = out.lm_loss + cfg.pcl_epsilon * pcl_total
+        return out
+
+    # --------------------------------------------------------------- generation
+    @torch.no_grad()
+    def generate(
+        self,
+        input_ids: Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        seed: int | None = None,
+        eos_token_id: int | None = None,
+        use_cache: bool = True,
+    ) -> Tensor:
+        """Sample a continuation (nucleus / top-k / temperature; greedy at temperature 0).
+
+        Args:
+            input_ids: (B, T) prompt ids (T >= 1).
+            max_new_tokens: number of tokens to add.
+            temperature: softmax temperature, >= 0; 0 picks the argmax.
+            top_p: nucleus mass in (0, 1].
+            top_k: keep the k most likely tokens (0: all).
+            seed: seed of a private generator, for reproducible samples.
+            eos_token_id: a row stops at this token; finished rows are padded with it and
+                generation ends when every row has finished.
+            use_cache: decode incrementally with a KV cache (rotated keys); without it every
+                step recomputes the whole sequence (same result).
+
+        Returns:
+            (B, T + n) ids, n <= max_new_tokens.
+        """
+        check_sampling_args(temperature, top_p, top_k)
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+            raise ValueError(f"input_ids must be (B, T) with T >= 1, got {tuple(input_ids.shape)}")
+        cfg = self.config
+        total = input_ids.shape[1] + max_new_tokens
+        if cfg.pos_scheme == "learned" and total > cfg.max_seq_len:
+            raise ValueError(
+                f"prompt + max_new_tokens = {total} exceeds max_seq_len={cfg.max_seq_len}, the "
+                "limit of pos_scheme 'learned'"
+            )
+        was_training = self.training
+        self.eval()
+        gen = None
+        if seed is not None:
+            gen = torch.Generator(device=input_ids.device).manual_seed(seed)
+        ids = input_ids
+        finished = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+        cache = KVCache(cfg.n_layer) if use_cache else None
+        step_input = ids
+        try:
+            for _ in range(max_new_tokens):
+                out = self(step_input if use_cache else ids, cache=cache)
+                nxt = sample_next(out.logits[:, -1], temperature, top_k, top_p, gen)
+                if eos_token_id is not None:
+                    nxt = torch.where(finished, torch.full_like(nxt, eos_token_id), nxt)
+                    finished |= nxt == eos_token_id
+                ids = torch.cat((ids, nxt.unsqueeze(1)), dim=1)
+                step_input = nxt.unsqueeze(1)
+                if eos_token_id is not None and bool(finished.all()):
+                    break
+        finally:
+            self.train(was_training)
+        return ids
+
+    # ------------------------------------------------------------ persistence
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` (atomically: temp file, rename)."""
+        from safetensors.torch import save_model
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / (WEIGHTS_NAME + ".tmp")
+        save_model(self, str(tmp), metadata={"format": "pt"})
+        os.replace(tmp, d / WEIGHTS_NAME)
+        tmp = d / (CONFIG_NAME + ".tmp")
+        tmp.write_text(self.config.to_json())
+        os.replace(tmp, d / CONFIG_NAME)
+        return d
+
+    @classmethod
+    def from_pretrained(
+        cls, directory: str | os.PathLike, map_location: str = "cpu"
+    ) -> ComplexFormerLM:
+        """Load a model written by :meth:`save_pretrained`."""
+        from safetensors.torch import load_model
+
+        d = Path(directory)
+        for name in (CONFIG_NAME, WEIGHTS_NAME):
+            if not (d / name).is_file():
+                raise FileNotFoundError(f"{d / name} not found: {d} is not a saved model directory")
+        try:
+            config = GPTConfig.from_dict(json.loads((d / CONFIG_NAME).read_text()))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{d / CONFIG_NAME} is not valid JSON: {e}") from None
+        model = cls(config)
+        try:
+            load_model(model, str(d / WEIGHTS_NAME), strict=True, device=map_location)
+        except Exception as e:  # safetensors raises several types for damaged files
+            raise ValueError(f"cannot load weights from {d / WEIGHTS_NAME}: {e}") from None
+        return model
