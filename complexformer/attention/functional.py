@@ -130,6 +130,59 @@ def polar_components(
     return lam, phase
 
 
+class _PolarRotate(torch.autograd.Function):
+    """polar_rotate with an analytic backward that recomputes from x (saves memory and ops).
+
+    With u = cos(theta), v = sin(theta), upstream grads (g_c, g_s) for (l cos A, l sin A):
+    g_l = g_c cos A + g_s sin A and G = g_s cos A - g_c sin A (= dL/dA / l), so
+    dL/dx_re = g_l u - delta v G, dL/dx_im = g_l v + delta u G, dL/d(delta) = l G theta and
+    dL/db = l G: no division by the modulus, finite at zero pairs (taken along theta = 0).
+    """
+
+    @staticmethod
+    def forward(ctx, x, delta, bias, pos, omega):
+        lam, phase = polar_components(x, delta, bias, pos, omega)
+        ctx.save_for_backward(x, delta, bias, pos, omega)
+        return polar_from_components(lam, phase, x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, delta, bias, pos, omega = ctx.saved_tensors
+        pdt = _phase_dtype(x)
+        xf = x.to(pdt)
+        re, im = xf[..., 0::2], xf[..., 1::2]  # (..., T, J)
+        r2 = re * re + im * im
+        nz = r2 > 0
+        re_s = torch.where(nz, re, torch.ones_like(re))
+        im_s = torch.where(nz, im, torch.zeros_like(im))
+        lam = torch.sqrt(re_s * re_s + im_s * im_s)
+        u, v = re_s / lam, im_s / lam
+        lam = torch.where(nz, lam, torch.zeros_like(lam))
+        theta = torch.atan2(im_s, re_s)
+        d = delta.to(pdt).unsqueeze(-2) if delta is not None else None
+        phase = theta * d if d is not None else theta
+        if bias is not None:
+            phase = phase + bias.to(pdt).unsqueeze(-2)
+        phase = phase + pos.unsqueeze(-1) * omega.to(pdt)
+        cos, sin = torch.cos(phase), torch.sin(phase)
+        g = grad.to(pdt)
+        g_c, g_s = g[..., 0::2], g[..., 1::2]
+        g_l = g_c * cos + g_s * sin
+        big_g = g_s * cos - g_c * sin
+        dg = big_g * d if d is not None else big_g
+        gx = torch.stack((g_l * u - dg * v, g_l * v + dg * u), dim=-1)  # (..., T, J, 2)
+        gx = gx.flatten(-2).to(x.dtype)
+        g_delta = g_bias = None
+        if delta is not None and ctx.needs_input_grad[1]:
+            full = lam * big_g * theta  # (..., T, J)
+            g_delta = full.sum_to_size(d.shape).reshape(delta.shape).to(delta.dtype)
+        if bias is not None and ctx.needs_input_grad[2]:
+            full = lam * big_g
+            shape = bias.unsqueeze(-2).shape
+            g_bias = full.sum_to_size(shape).reshape(bias.shape).to(bias.dtype)
+        return gx, g_delta, g_bias, None, None
+
+
 def polar_rotate(
     x: Tensor,
     delta: Tensor | float | None,
@@ -143,6 +196,8 @@ def polar_rotate(
     modulus and A_j = delta_j * theta_j + b_j + p * omega_j its rotated phase, so that
     q'_m . k'_n = sum_j lq lk cos(delta (tq - tk) + b + (m - n) omega) is the CMHA score
     of eq. 8 (before scaling). With delta = 1 and b = 0 this is RoPE (Su et al.) exactly.
+    The backward pass is analytic and recomputes the polar form from x, so only x is kept
+    for it.
 
     Args:
         x: real tensor (..., T, D).
@@ -151,8 +206,13 @@ def polar_rotate(
     Returns:
         A tensor of the shape and dtype of ``x``.
     """
-    lam, phase = polar_components(x, delta, bias, positions, omega)
-    return polar_from_components(lam, phase, x.dtype)
+    if x.shape[-1] % 2:
+        raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
+    pdt = _phase_dtype(x)
+    if delta is not None and not isinstance(delta, Tensor):
+        delta = torch.full((x.shape[-1] // 2,), float(delta), device=x.device, dtype=pdt)
+    pos = _as_positions(positions, x.shape[-2], x.device, pdt)
+    return _PolarRotate.apply(x, delta, bias, pos, omega.to(x.device))
 
 
 def polar_from_components(lam: Tensor, phase: Tensor, dtype: torch.dtype) -> Tensor:

@@ -13,6 +13,7 @@ from .functional import (
     attention,
     polar_components,
     polar_from_components,
+    polar_rotate,
     rope_frequencies,
 )
 from .registry import get_scheme
@@ -110,13 +111,16 @@ class CausalSelfAttention(nn.Module):
         qkv = self.qkv(x).view(b, t, 3, self.n_head, self.head_dim)  # (B, T, 3, H, D)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, D)
         phases = None
-        if self.scheme.rotation == "polar":
+        if self.scheme.rotation == "polar" and return_phases:
+            # autograd through the phases, which the phase contrastive loss also uses
             lam_q, ph_q = polar_components(q, self.adapt_delta, self.adapt_bias, offset, self.omega)
             lam_k, ph_k = polar_components(k, self.adapt_delta, None, offset, self.omega)
             q = polar_from_components(lam_q, ph_q, q.dtype)
             k = polar_from_components(lam_k, ph_k, k.dtype)
-            if return_phases:
-                phases = (ph_q, ph_k)
+            phases = (ph_q, ph_k)
+        elif self.scheme.rotation == "polar":
+            q = polar_rotate(q, self.adapt_delta, self.adapt_bias, offset, self.omega)
+            k = polar_rotate(k, self.adapt_delta, None, offset, self.omega)
         elif self.scheme.rotation == "rope":
             q = apply_rope(q, offset, self.omega)
             k = apply_rope(k, offset, self.omega)

@@ -1,0 +1,214 @@
+"""Byte-level BPE trained on a corpus's train split, cached on disk; tokenizer resolution.
+
+The default tokenizer is a GPT-2 style byte-level BPE (``tokenizers`` ``ByteLevel``
+pre-tokenizer without prefix space, ``ByteLevel`` decoder, all 256 byte symbols in the initial
+alphabet) with one special token, ``<|endoftext|>`` (id 0), used as EOS. Byte-level means
+``decode(encode(s)) == s`` for every string, Python source included.
+
+Cache: ``<cache root>/tokenizers/bpe-<vocab>-<key>/`` (a :meth:`Tokenizer.save` directory),
+where ``key`` hashes the corpus's train fingerprint (content digests of the train files, see
+:meth:`Corpus.fingerprint`), the vocabulary size and the training recipe version. Changing a
+train file's content, the split fractions or the vocabulary size therefore trains a new
+tokenizer; a second call with the same corpus loads the cached one. The cache root is chosen
+by :func:`~complexformer.data.cache.cache_root` (argument, ``$COMPLEXFORMER_CACHE``,
+``$XDG_CACHE_HOME/complexformer``, ``~/.cache/complexformer``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .cache import cache_subdir, hash_strings
+from .corpus import Corpus
+from .tokenizer import EOT_TOKEN, META_FILE, Tokenizer, load_tokenizer
+
+__all__ = [
+    "DEFAULT_VOCAB_SIZE",
+    "BPEResult",
+    "bpe_cache_dir",
+    "get_tokenizer",
+    "new_bpe_tokenizer",
+    "train_bpe",
+    "train_or_load_bpe",
+]
+
+DEFAULT_VOCAB_SIZE = 8192
+_MIN_VOCAB = 257  # 256 byte symbols + <|endoftext|>
+_RECIPE = "bytelevel-bpe-v1"
+
+
+def new_bpe_tokenizer() -> Any:
+    """An untrained byte-level BPE ``tokenizers.Tokenizer`` (pre-tokenizer and decoder set)."""
+    from tokenizers import Tokenizer as _TkTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
+
+    tk = _TkTokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tk.decoder = decoders.ByteLevel()
+    return tk
+
+
+def train_bpe(
+    documents: Iterable[str],
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    *,
+    length: int | None = None,
+    show_progress: bool = False,
+) -> Tokenizer:
+    """Train a byte-level BPE on a stream of documents.
+
+    Args:
+        documents: the training texts (streamed; not kept).
+        vocab_size: target vocabulary size including the 256 bytes and ``<|endoftext|>``
+            (a small corpus may yield fewer merges, hence a smaller vocabulary).
+        length: number of documents, for the progress bar.
+        show_progress: show the ``tokenizers`` progress bar.
+
+    Returns:
+        The trained tokenizer, EOS ``<|endoftext|>``.
+
+    Raises:
+        ValueError: ``vocab_size`` below 257.
+    """
+    from tokenizers import pre_tokenizers, trainers
+
+    if vocab_size < _MIN_VOCAB:
+        raise ValueError(
+            f"vocab_size must be at least {_MIN_VOCAB} (256 bytes + {EOT_TOKEN}), got {vocab_size}"
+        )
+    tk = new_bpe_tokenizer()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOT_TOKEN],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=show_progress,
+    )
+    tk.train_from_iterator(documents, trainer=trainer, length=length)
+    return Tokenizer.from_tokenizers(tk, EOT_TOKEN)
+
+
+@dataclass(frozen=True)
+class BPEResult:
+    """What :func:`train_or_load_bpe` did.
+
+    Attributes:
+        tokenizer: the tokenizer.
+        path: its cache directory (loadable with :meth:`Tokenizer.load`).
+        trained: True if it was trained by this call, False if loaded from the cache.
+    """
+
+    tokenizer: Tokenizer
+    path: Path
+    trained: bool
+
+
+def bpe_cache_dir(
+    corpus: Corpus, vocab_size: int = DEFAULT_VOCAB_SIZE, cache_dir: str | os.PathLike | None = None
+) -> Path:
+    """The cache directory of the BPE for ``corpus`` and ``vocab_size`` (its parent is created).
+
+    Args:
+        corpus: the corpus; its train fingerprint is part of the key.
+        vocab_size: the target vocabulary size.
+        cache_dir: the cache root, see :func:`~complexformer.data.cache.cache_root`.
+    """
+    key = hash_strings(_RECIPE, corpus.fingerprint("train"), str(vocab_size))
+    return cache_subdir("tokenizers", cache_dir) / f"bpe-{vocab_size}-{key[:20]}"
+
+
+def train_or_load_bpe(
+    corpus: Corpus,
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    show_progress: bool = True,
+    log: Callable[[str], Any] | None = None,
+) -> BPEResult:
+    """Load the cached BPE of ``corpus``'s train split, training and caching it if missing.
+
+    Args:
+        corpus: the corpus (only its train split is used).
+        vocab_size: the target vocabulary size.
+        cache_dir: the cache root, see :func:`~complexformer.data.cache.cache_root`.
+        show_progress: show the training progress bar.
+        log: if given (e.g. ``print``), told whether the tokenizer was trained or loaded.
+
+    Returns:
+        A :class:`BPEResult` with the tokenizer, its cache path and whether it was trained.
+    """
+    path = bpe_cache_dir(corpus, vocab_size, cache_dir)
+    if (path / META_FILE).is_file():
+        tok = Tokenizer.load(path)
+        if log is not None:
+            log(f"tokenizer: loaded cached BPE (vocab {tok.vocab_size}) from {path}")
+        return BPEResult(tok, path, trained=False)
+    if log is not None:
+        log(f"tokenizer: training byte-level BPE (vocab {vocab_size}) on {corpus.spec} train")
+    tok = train_bpe(
+        corpus.documents("train"),
+        vocab_size,
+        length=corpus.stats["train"].n_docs,
+        show_progress=show_progress,
+    )
+    # Save into a temporary sibling, then rename it into place (atomic on one filesystem).
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        tok.save(tmp)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            if not (path / META_FILE).is_file():  # not a concurrent writer that won: retry
+                shutil.rmtree(path, ignore_errors=True)
+                os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(tmp)
+    if log is not None:
+        log(f"tokenizer: vocab {tok.vocab_size}, cached at {path}")
+    return BPEResult(tok, path, trained=True)
+
+
+def get_tokenizer(
+    name: str | os.PathLike | None,
+    corpus: Corpus | None = None,
+    *,
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    cache_dir: str | os.PathLike | None = None,
+    show_progress: bool = True,
+    log: Callable[[str], Any] | None = None,
+) -> Tokenizer:
+    """Resolve a tokenizer option: the default BPE, a saved directory, or a Hugging Face name.
+
+    Args:
+        name: None or ``"bpe"`` for the cached byte-level BPE of ``corpus``; otherwise a
+            directory (saved by :meth:`Tokenizer.save` or a Hugging Face tokenizer directory)
+            or a Hugging Face hub name (needs ``transformers``).
+        corpus: the corpus to train the BPE on (required for the BPE).
+        vocab_size: the BPE vocabulary size.
+        cache_dir: the cache root, see :func:`~complexformer.data.cache.cache_root`.
+        show_progress: show the BPE training progress bar.
+        log: optional message sink (e.g. ``print``).
+
+    Returns:
+        The tokenizer.
+
+    Raises:
+        ValueError: the BPE was requested without a corpus.
+    """
+    if name is None or str(name) == "bpe":
+        if corpus is None:
+            raise ValueError("the default BPE tokenizer is trained on a corpus; pass corpus=...")
+        return train_or_load_bpe(
+            corpus, vocab_size, cache_dir=cache_dir, show_progress=show_progress, log=log
+        ).tokenizer
+    tok = load_tokenizer(name)
+    if log is not None:
+        log(f"tokenizer: {tok!r} from {name}")
+    return tok
