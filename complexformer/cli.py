@@ -1,0 +1,320 @@
+"""The ``complexformer`` command line: train, generate, evaluate, info.
+
+Every subcommand explains its options with ``--help``. Bad input (an unknown preset or config
+key, a missing file, a damaged checkpoint) ends with a one-line error and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PROMPT = "import os\n\n\ndef "
+
+_EPILOG_TRAIN = """\
+examples:
+  complexformer train --preset tiny --data stdlib --out runs/cmha --max-steps 600
+  complexformer train --preset tiny --out runs/rope --set pos_scheme=rope
+  complexformer train --preset paper --data hf:Salesforce/wikitext:wikitext-103-raw-v1 \\
+      --tokenizer gpt2 --out runs/paper --set lr=1e-4 --set batch_size=8 --bf16
+  torchrun --nproc_per_node 2 -m complexformer.cli train --preset tiny --out runs/ddp
+  complexformer train --out runs/cmha --resume          # continue from the last checkpoint
+
+--set KEY=VALUE overrides any field of the model config (GPTConfig: pos_scheme, n_layer,
+d_model, n_head, d_ff, dropout, max_seq_len, omega_schedule, rope_base, norm,
+tie_embeddings, pcl, pcl_epsilon, pcl_tau, ...) or of the training config (TrainConfig: lr,
+batch_size, grad_accum, warmup_frac, min_lr_ratio, weight_decay, grad_clip, eval_every,
+eval_blocks, save_every, keep_last, ...). VALUE is read as JSON when it parses (numbers,
+true/false, null), else as a string.
+"""
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        low = text.strip().lower()
+        if low in ("true", "false"):
+            return low == "true"
+        if low in ("none", "null"):
+            return None
+        return text
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}``; a malformed item raises ValueError."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = _parse_value(value)
+    return out
+
+
+def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Route overrides to the model config or the training config; unknown keys raise."""
+    from .models.config import GPTConfig, unknown_key_error
+    from .training import TrainConfig
+
+    model_keys, train_keys = set(GPTConfig.field_names()), set(TrainConfig.field_names())
+    model_over, train_over = {}, {}
+    for key, value in overrides.items():
+        if key in model_keys:
+            model_over[key] = value
+        elif key in train_keys:
+            train_over[key] = value
+        else:
+            raise unknown_key_error(key, sorted(model_keys | train_keys), "config key")
+    return model_over, train_over
+
+
+# ---------------------------------------------------------------------- subcommands
+def cmd_train(args: argparse.Namespace) -> int:
+    from .models.config import preset_config
+    from .training import TrainConfig, load_run, train
+
+    model_over, train_over = split_overrides(parse_overrides(args.set))
+    flags = {
+        "data": args.data, "tokenizer": args.tokenizer, "vocab_size": args.vocab_size,
+        "max_steps": args.max_steps, "batch_size": args.batch_size, "lr": args.lr,
+        "eval_every": args.eval_every, "save_every": args.save_every, "seed": args.seed,
+        "device": args.device, "num_threads": args.threads,
+    }
+    train_kw = {k: v for k, v in flags.items() if v is not None}
+    for name in ("bf16", "compile", "tensorboard"):
+        if getattr(args, name):
+            train_kw[name] = True
+    train_kw.update(train_over)
+    model_cfg = preset_config(args.preset, **model_over)
+    train_cfg = TrainConfig(out_dir=args.out, **train_kw)
+    summary = train(model_cfg, train_cfg, resume=args.resume, overwrite=args.overwrite)
+    if summary is None:  # a non-zero rank of a distributed run
+        return 0
+    if args.sample_tokens > 0:
+        model, tokenizer, _ = load_run(args.out)
+        print(f"\nsample (temperature {args.temperature}, top_p {args.top_p}):")
+        print(_complete(model, tokenizer, args.prompt, args.sample_tokens, args.temperature,
+                        args.top_p, 0, args.seed or 0))
+    val = summary.get("val_ppl")
+    print(f"\nvalidation perplexity: {val:.2f}" if val is not None else "")
+    print(f"run directory: {Path(summary.get('run_dir', args.out)).resolve()}")
+    return 0
+
+
+def _complete(model, tokenizer, prompt: str, n: int, temperature: float, top_p: float,
+              top_k: int, seed: int | None, use_cache: bool = True) -> str:
+    import torch
+
+    ids = tokenizer.encode(prompt)
+    if not ids:
+        raise ValueError("the prompt encodes to no tokens; give a non-empty prompt")
+    device = next(model.parameters()).device
+    x = torch.tensor([ids], dtype=torch.long, device=device)
+    out = model.generate(
+        x, n, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+        eos_token_id=tokenizer.eos_token_id, use_cache=use_cache,
+    )
+    new = [t for t in out[0, len(ids):].tolist() if t != tokenizer.eos_token_id]
+    return prompt + tokenizer.decode(new)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from .training import load_run
+
+    if args.prompt_file is not None:
+        path = Path(args.prompt_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"prompt file {path} not found")
+        prompt = path.read_text(encoding="utf-8")
+    else:
+        prompt = args.prompt
+    model, tokenizer, _ = load_run(args.ckpt)
+    for i in range(args.num_samples):
+        seed = None if args.seed is None else args.seed + i
+        text = _complete(model, tokenizer, prompt, args.max_new_tokens, args.temperature,
+                         args.top_p, args.top_k, seed, use_cache=not args.no_cache)
+        if args.num_samples > 1:
+            print(f"----- sample {i + 1}")
+        print(text)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .data import load_corpus, load_token_splits
+    from .training import evaluate_perplexity, load_run
+
+    model, tokenizer, meta = load_run(args.ckpt)
+    corpus = load_corpus(args.data, log=print)
+    tokens = load_token_splits(corpus, tokenizer, splits=(args.split,))[args.split]
+    block = model.config.max_seq_len - 1
+    res = evaluate_perplexity(
+        model, tokens, block, args.batch_size, max_blocks=args.max_blocks,
+        device=next(model.parameters()).device,
+    )
+    res = {"split": args.split, "data": args.data, **res}
+    print(json.dumps(res, indent=2) if args.json else
+          f"{args.data} [{args.split}]: loss {res['loss']:.4f}  perplexity {res['ppl']:.2f}  "
+          f"({res['tokens']:,} tokens)")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .models.report import format_parameter_report, parameter_report
+    from .training import load_run
+
+    model, tokenizer, meta = load_run(args.ckpt)
+    cfg = model.config
+    if args.json:
+        print(json.dumps({"config": cfg.to_dict(), "parameters": parameter_report(model),
+                          "meta": _jsonable(meta)}, indent=2))
+        return 0
+    print(f"checkpoint: {Path(args.ckpt).resolve()}")
+    for key, value in meta.items():
+        if isinstance(value, (int, float, str)):
+            print(f"{key}: {value}")
+    print("\nmodel config:")
+    for key, value in cfg.to_dict().items():
+        print(f"  {key:<16}{value}")
+    print(f"\ntokenizer: vocab {tokenizer.vocab_size}, eos id {tokenizer.eos_token_id}")
+    print("\n" + format_parameter_report(model))
+    j = cfg.head_dim // 2
+    if cfg.pos_scheme in ("cmha", "cmha_shared"):
+        per = f"{cfg.n_head} heads x J={j}" if cfg.pos_scheme == "cmha" else f"J={j} shared"
+        print(f"adaptation: delta and b per layer ({per}) x {cfg.n_layer} layers")
+        for i, block in enumerate(model.blocks):
+            d, b = block.attn.adapt_delta.detach(), block.attn.adapt_bias.detach()
+            print(f"  layer {i}: |delta| mean {d.abs().mean():.4f} max {d.abs().max():.4f}; "
+                  f"b mean {b.mean():+.4f} std {b.std():.4f}")
+    return 0
+
+
+def _jsonable(obj: Any) -> Any:
+    try:
+        json.dumps(obj)
+        return obj
+    except TypeError:
+        if isinstance(obj, dict):
+            return {str(k): _jsonable(v) for k, v in obj.items()}
+        return str(obj)
+
+
+# ---------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = argparse.ArgumentParser(
+        prog="complexformer",
+        description="Train, sample and evaluate ComplexFormer (CMHA) language models and their "
+        "baselines (RoPE, learned, sinusoidal, ALiBi, NoPE).",
+        formatter_class=fmt,
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    t = sub.add_parser(
+        "train", help="train a model on a corpus", description="Train a language model; "
+        "checkpoints, metrics.jsonl, loss.png, the tokenizer and the final model go to --out.",
+        epilog=_EPILOG_TRAIN, formatter_class=fmt,
+    )
+    t.add_argument("--preset", default="tiny",
+                   help="model preset: tiny (CPU-sized), paper (ComplexFormer Appendix A: 8 "
+                   "layers, d_model 512, 8 heads, d_ff 1024) or gpt2 (GPT-2 small, learned "
+                   "positions). Default: tiny")
+    t.add_argument("--data", default=None,
+                   help="corpus spec: stdlib (this Python's standard library, the default), "
+                   "text:GLOB (local .txt/.jsonl files) or hf:NAME[:CONFIG] (Hugging Face "
+                   "datasets, online)")
+    t.add_argument("--out", required=True, help="run directory")
+    t.add_argument("--max-steps", type=int, default=None, help="optimizer updates (default 2000)")
+    t.add_argument("--batch-size", type=int, default=None,
+                   help="global batch in sequences per update (default 32)")
+    t.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-3)")
+    t.add_argument("--eval-every", type=int, default=None,
+                   help="validate every N steps (default 200)")
+    t.add_argument("--save-every", type=int, default=None,
+                   help="checkpoint every N steps (default 500)")
+    t.add_argument("--seed", type=int, default=None, help="seed of init, data and dropout")
+    t.add_argument("--tokenizer", default=None,
+                   help="tokenizer directory or Hugging Face name (default: a byte-level BPE "
+                   "trained on the train split and cached by content hash)")
+    t.add_argument("--vocab-size", type=int, default=None,
+                   help="vocabulary of the trained BPE (default 8192)")
+    t.add_argument("--device", default=None, choices=("auto", "cpu", "cuda"),
+                   help="training device (default auto: CUDA when available)")
+    t.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    t.add_argument("--bf16", action="store_true", help="bf16 autocast (phases stay fp32)")
+    t.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
+    t.add_argument("--tensorboard", action="store_true",
+                   help="also log to TensorBoard (needs the tensorboard extra)")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any model or training config field (repeatable)")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from the newest good checkpoint in --out")
+    t.add_argument("--overwrite", action="store_true",
+                   help="start afresh even if --out already holds a run (its checkpoints are "
+                   "replaced)")
+    t.add_argument("--sample-tokens", type=int, default=120,
+                   help="tokens to sample from the trained model at the end (0: none)")
+    t.add_argument("--prompt", default=DEFAULT_PROMPT, help="prompt of the final sample")
+    t.add_argument("--temperature", type=float, default=0.8, help="temperature of the sample")
+    t.add_argument("--top-p", type=float, default=0.95, help="nucleus mass of the sample")
+    t.set_defaults(func=cmd_train)
+
+    g = sub.add_parser("generate", help="sample a continuation",
+                       description="Continue a prompt with a trained model.")
+    g.add_argument("--ckpt", required=True,
+                   help="run directory, checkpoint directory or saved model directory")
+    src = g.add_mutually_exclusive_group(required=True)
+    src.add_argument("--prompt", help="prompt text")
+    src.add_argument("--prompt-file", help="file whose content is the prompt")
+    g.add_argument("--max-new-tokens", type=int, default=200, help="tokens to add (default 200)")
+    g.add_argument("--temperature", type=float, default=0.8,
+                   help="softmax temperature, >= 0; 0 is greedy (default 0.8)")
+    g.add_argument("--top-p", type=float, default=0.95,
+                   help="nucleus sampling mass in (0, 1] (default 0.95)")
+    g.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0: all)")
+    g.add_argument("--seed", type=int, default=None, help="seed for reproducible samples")
+    g.add_argument("--num-samples", type=int, default=1, help="number of samples (default 1)")
+    g.add_argument("--no-cache", action="store_true",
+                   help="recompute the whole sequence each step instead of using the KV cache")
+    g.set_defaults(func=cmd_generate)
+
+    e = sub.add_parser("evaluate", help="perplexity on a corpus split",
+                       description="Perplexity of a trained model on a split of a corpus, over "
+                       "consecutive non-overlapping blocks of max_seq_len tokens.")
+    e.add_argument("--ckpt", required=True, help="run, checkpoint or saved model directory")
+    e.add_argument("--data", default="stdlib", help="corpus spec (as for train; default stdlib)")
+    e.add_argument("--split", default="val", choices=("val", "test"), help="split (default val)")
+    e.add_argument("--batch-size", type=int, default=8, help="blocks per forward pass")
+    e.add_argument("--max-blocks", type=int, default=None, help="evaluate at most N blocks")
+    e.add_argument("--json", action="store_true", help="print JSON")
+    e.set_defaults(func=cmd_evaluate)
+
+    i = sub.add_parser("info", help="config and parameter counts",
+                       description="Show a model's configuration, its parameter counts with "
+                       "CMHA's adaptation parameters separately, and its adaptation values.")
+    i.add_argument("--ckpt", required=True, help="run, checkpoint or saved model directory")
+    i.add_argument("--json", action="store_true", help="print JSON")
+    i.set_defaults(func=cmd_info)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``complexformer`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"complexformer {args.command}: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; resume with --resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
