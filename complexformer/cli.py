@@ -95,9 +95,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     if summary is None:  # a non-zero rank of a distributed run
         return 0
     if args.sample_tokens > 0:
-        model, tokenizer, _ = load_run(args.out)
+        run = load_run(args.out)
         print(f"\nsample (temperature {args.temperature}, top_p {args.top_p}):")
-        print(_complete(model, tokenizer, args.prompt, args.sample_tokens, args.temperature,
+        print(_complete(run.model, run.tokenizer, args.prompt, args.sample_tokens, args.temperature,
                         args.top_p, 0, args.seed or 0))
     val = summary.get("val_ppl")
     print(f"\nvalidation perplexity: {val:.2f}" if val is not None else "")
@@ -132,7 +132,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         prompt = path.read_text(encoding="utf-8")
     else:
         prompt = args.prompt
-    model, tokenizer, _ = load_run(args.ckpt)
+    run = load_run(args.ckpt)
+    model, tokenizer = run.model, run.tokenizer
     for i in range(args.num_samples):
         seed = None if args.seed is None else args.seed + i
         text = _complete(model, tokenizer, prompt, args.max_new_tokens, args.temperature,
@@ -147,7 +148,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .data import load_corpus, load_token_splits
     from .training import evaluate_perplexity, load_run
 
-    model, tokenizer, meta = load_run(args.ckpt)
+    run = load_run(args.ckpt)
+    model, tokenizer = run.model, run.tokenizer
     corpus = load_corpus(args.data, log=print)
     tokens = load_token_splits(corpus, tokenizer, splits=(args.split,))[args.split]
     block = model.config.max_seq_len - 1
@@ -166,7 +168,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .models.report import format_parameter_report, parameter_report
     from .training import load_run
 
-    model, tokenizer, meta = load_run(args.ckpt)
+    run = load_run(args.ckpt)
+    model, tokenizer, meta = run.model, run.tokenizer, run.metadata()
     cfg = model.config
     if args.json:
         print(json.dumps({"config": cfg.to_dict(), "parameters": parameter_report(model),

@@ -1,0 +1,495 @@
+"""Atomic, verifiable training checkpoints: safetensors for tensors, JSON for the rest.
+
+A checkpoint is a directory ``<out_dir>/checkpoints/step_{step:07d}/`` holding:
+
+* ``model.safetensors`` -- the model weights (tied weights stored once);
+* ``optimizer.safetensors`` -- the optimizer's tensor state (``state.{param}.{key}``);
+* ``rng.safetensors`` -- RNG tensors of every rank (torch CPU, CUDA, numpy);
+* ``state.json`` -- step, configs, optimizer param groups and scalar state, scheduler
+  state, python/numpy RNG scalars, data position, metric accumulators;
+* ``manifest.json`` -- written last: format, step and the sha256 and size of every other
+  file.
+
+Nothing is pickled. A checkpoint is written into a temporary sibling directory
+(``.tmp-step_...``), every file and the directory are fsynced, and only then is it renamed
+to its final name with :func:`os.replace`; so a crash leaves either the complete checkpoint or
+no ``step_*`` directory at all. :func:`verify_checkpoint` re-hashes the files against the
+manifest, so a truncated or corrupted checkpoint (disk full, copy cut short, bit rot) is
+detected and :func:`find_latest_checkpoint` falls back to the previous good one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..models.config import GPTConfig
+from .config import TrainConfig
+
+__all__ = [
+    "CHECKPOINTS_DIR",
+    "FORMAT",
+    "Checkpoint",
+    "CheckpointError",
+    "atomic_write_text",
+    "capture_rng_state",
+    "find_latest_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "make_temp_dir",
+    "prune_checkpoints",
+    "remove_stale_temporaries",
+    "restore_rng_state",
+    "save_checkpoint",
+    "step_dir_name",
+    "verify_checkpoint",
+]
+
+FORMAT = "complexformer-checkpoint-v1"
+CHECKPOINTS_DIR = "checkpoints"
+MANIFEST = "manifest.json"
+STATE = "state.json"
+MODEL_FILE = "model.safetensors"
+OPTIM_FILE = "optimizer.safetensors"
+RNG_FILE = "rng.safetensors"
+_STEP_RE = re.compile(r"^step_(\d{7,})$")
+_TMP_PREFIX = ".tmp-"
+_OLD_PREFIX = ".old-"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing files, truncated, corrupted or of an unknown format."""
+
+
+def step_dir_name(step: int) -> str:
+    """``step_{step:07d}``."""
+    return f"step_{step:07d}"
+
+
+# ----------------------------------------------------------------------------- file helpers
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not supported on every platform / filesystem
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def make_temp_dir(parent: str | os.PathLike, prefix: str) -> Path:
+    """``tempfile.mkdtemp`` in ``parent`` with ordinary ``0o755`` permissions (not ``0o700``)."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(tmp, 0o755)
+    return tmp
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to a temporary sibling, fsync it, then :func:`os.replace` it onto ``path``."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    from safetensors.torch import save_file
+
+    save_file(
+        {k: v.detach().cpu().contiguous() for k, v in tensors.items()},
+        str(path),
+        metadata={"format": "pt"},
+    )
+    _fsync_file(path)
+
+
+def _save_model(path: Path, model: nn.Module) -> None:
+    from safetensors.torch import save_model
+
+    save_model(model, str(path), metadata={"format": "pt"})
+    _fsync_file(path)
+
+
+# ------------------------------------------------------------------------------- RNG state
+def capture_rng_state() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """This process's RNG states: tensors (torch CPU/CUDA, numpy key) and JSON scalars.
+
+    Returns:
+        ``(tensors, meta)`` for :func:`restore_rng_state`.
+    """
+    tensors: dict[str, torch.Tensor] = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"cuda.{i}"] = s
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    tensors["numpy"] = torch.from_numpy(np.asarray(keys, dtype=np.int64))
+    py_version, py_state, py_gauss = random.getstate()
+    meta = {
+        "numpy": [kind, int(pos), int(has_gauss), float(gauss)],
+        "python": [py_version, list(py_state), py_gauss],
+        "n_cuda": sum(k.startswith("cuda.") for k in tensors),
+    }
+    return tensors, meta
+
+
+def restore_rng_state(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+    """Restore states captured by :func:`capture_rng_state`."""
+    torch.set_rng_state(tensors["torch"].to(torch.uint8))
+    n_cuda = int(meta.get("n_cuda", 0))
+    if n_cuda and torch.cuda.is_available():
+        states = [tensors[f"cuda.{i}"].to(torch.uint8) for i in range(n_cuda)]
+        torch.cuda.set_rng_state_all(states[: torch.cuda.device_count()])
+    kind, pos, has_gauss, gauss = meta["numpy"]
+    keys = tensors["numpy"].numpy().astype(np.uint32)
+    np.random.set_state((kind, keys, int(pos), int(has_gauss), float(gauss)))
+    py_version, py_state, py_gauss = meta["python"]
+    random.setstate((py_version, tuple(py_state), py_gauss))
+
+
+# ------------------------------------------------------------------------- optimizer state
+def _flatten_optimizer(sd: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, st in sd["state"].items():
+        for key, value in st.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state.{idx}.{key}"] = value
+            else:
+                scalars.setdefault(str(idx), {})[key] = value
+    groups = [
+        {k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()}
+        for g in sd["param_groups"]
+    ]
+    return tensors, {"param_groups": groups, "scalars": scalars}
+
+
+def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {}
+    for name, value in tensors.items():
+        _, idx, key = name.split(".", 2)
+        state.setdefault(int(idx), {})[key] = value
+    for idx, extra in meta.get("scalars", {}).items():
+        state.setdefault(int(idx), {}).update(extra)
+    groups = []
+    for g in meta["param_groups"]:
+        g = dict(g)
+        if "betas" in g:
+            g["betas"] = tuple(g["betas"])
+        groups.append(g)
+    return {"state": state, "param_groups": groups}
+
+
+# ---------------------------------------------------------------------------------- saving
+def save_checkpoint(
+    root: str | os.PathLike,
+    step: int,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    model_config: GPTConfig,
+    train_config: TrainConfig,
+    rng: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``root/step_{step:07d}`` atomically (temporary directory, fsync, rename).
+
+    An existing checkpoint of the same step is replaced only once the new one is complete.
+
+    Args:
+        root: the checkpoints directory (created if missing).
+        step: number of completed optimizer updates.
+        model: the bare model (not DDP- or compile-wrapped).
+        optimizer: its optimizer.
+        scheduler: the learning-rate scheduler (``state_dict`` must be JSON-serialisable).
+        model_config: the model's configuration.
+        train_config: the training configuration.
+        rng: per-rank :func:`capture_rng_state` results, indexed by rank.
+        extra: further JSON-serialisable state (data position, metric accumulators, ...).
+
+    Returns:
+        The final checkpoint directory.
+    """
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    name = step_dir_name(step)
+    final = root / name
+    tmp = make_temp_dir(root, f"{_TMP_PREFIX}{name}-")
+    try:
+        _save_model(tmp / MODEL_FILE, model)
+        opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
+        _save_tensors(tmp / OPTIM_FILE, opt_tensors)
+        rng_tensors = {f"rank{r}.{k}": v for r, (ts, _) in enumerate(rng) for k, v in ts.items()}
+        _save_tensors(tmp / RNG_FILE, rng_tensors)
+        state = {
+            "format": FORMAT,
+            "step": step,
+            "model_config": model_config.to_dict(),
+            "train_config": train_config.to_dict(),
+            "optimizer": opt_meta,
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "rng": [meta for _, meta in rng],
+            "world_size": len(rng),
+            **(extra or {}),
+        }
+        try:
+            json.dumps(state)
+        except TypeError as e:
+            raise TypeError(f"checkpoint state is not JSON-serialisable: {e}") from None
+        _write_json(tmp / STATE, state)
+        files = {
+            f: {"sha256": _sha256(tmp / f), "bytes": (tmp / f).stat().st_size}
+            for f in (MODEL_FILE, OPTIM_FILE, RNG_FILE, STATE)
+        }
+        _write_json(tmp / MANIFEST, {"format": FORMAT, "step": step, "files": files})
+        _fsync_dir(tmp)
+        if final.exists():  # same step saved again (e.g. after a resume): swap it out
+            old = make_temp_dir(root, f"{_OLD_PREFIX}{name}-")
+            os.replace(final, old / name)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def list_checkpoints(root: str | os.PathLike) -> list[tuple[int, Path]]:
+    """``(step, path)`` of every ``step_*`` directory under ``root``, oldest first.
+
+    Temporary (``.tmp-*``) and other directories are ignored; contents are not checked.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    out = []
+    for p in root.iterdir():
+        m = _STEP_RE.match(p.name)
+        if m and p.is_dir():
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def remove_stale_temporaries(root: str | os.PathLike) -> list[Path]:
+    """Delete ``.tmp-*``/``.old-*`` directories left under ``root`` by an interrupted save."""
+    root = Path(root)
+    removed = []
+    if root.is_dir():
+        for p in root.iterdir():
+            if p.is_dir() and p.name.startswith((_TMP_PREFIX, _OLD_PREFIX)):
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+    return removed
+
+
+def prune_checkpoints(root: str | os.PathLike, keep_last: int) -> list[Path]:
+    """Delete all but the ``keep_last`` most recent checkpoints; returns the deleted paths."""
+    ckpts = list_checkpoints(root)
+    doomed = [p for _, p in ckpts[: max(0, len(ckpts) - keep_last)]]
+    for p in doomed:
+        shutil.rmtree(p, ignore_errors=True)
+    return doomed
+
+
+# --------------------------------------------------------------------------------- loading
+def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Check a checkpoint's files against its manifest.
+
+    Args:
+        path: a ``step_*`` directory.
+
+    Returns:
+        The parsed manifest.
+
+    Raises:
+        CheckpointError: a missing or unreadable manifest, an unknown format, or a file
+            missing, of the wrong size or with the wrong sha256 (the path is named).
+    """
+    path = Path(path)
+    mpath = path / MANIFEST
+    if not mpath.is_file():
+        raise CheckpointError(f"{mpath} is missing: {path} is not a complete checkpoint")
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{mpath} is corrupted (not valid JSON: {e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise CheckpointError(f"{mpath}: unknown checkpoint format (expected {FORMAT!r})")
+    for fname, info in manifest.get("files", {}).items():
+        f = path / fname
+        if not f.is_file():
+            raise CheckpointError(f"{f} is missing from checkpoint {path}")
+        size = f.stat().st_size
+        if size != info["bytes"]:
+            raise CheckpointError(
+                f"{f} is truncated or corrupted: {size} bytes, manifest says {info['bytes']}"
+            )
+        if _sha256(f) != info["sha256"]:
+            raise CheckpointError(f"{f} is corrupted: sha256 does not match the manifest")
+    return manifest
+
+
+def find_latest_checkpoint(
+    root: str | os.PathLike, log: Callable[[str], Any] | None = print
+) -> Path | None:
+    """The newest checkpoint under ``root`` that passes :func:`verify_checkpoint`.
+
+    Bad checkpoints are skipped with a warning through ``log``.
+
+    Returns:
+        Its path, or None when ``root`` holds no checkpoint directory at all.
+
+    Raises:
+        CheckpointError: checkpoint directories exist but none is intact.
+    """
+    ckpts = list_checkpoints(root)
+    errors = []
+    for _, p in reversed(ckpts):
+        try:
+            verify_checkpoint(p)
+            return p
+        except CheckpointError as e:
+            errors.append(str(e))
+            if log is not None:
+                log(f"warning: skipping bad checkpoint {p}: {e}")
+    if ckpts:
+        raise CheckpointError(
+            f"no intact checkpoint under {root}; every one is damaged:\n  " + "\n  ".join(errors)
+        )
+    return None
+
+
+@dataclass
+class Checkpoint:
+    """A verified checkpoint on disk; tensors are read on demand.
+
+    Attributes:
+        path: the ``step_*`` directory.
+        step: completed optimizer updates.
+        state: the parsed ``state.json``.
+    """
+
+    path: Path
+    step: int
+    state: dict[str, Any]
+
+    @property
+    def model_config(self) -> GPTConfig:
+        """The model configuration."""
+        return GPTConfig.from_dict(self.state["model_config"])
+
+    @property
+    def train_config(self) -> TrainConfig:
+        """The training configuration."""
+        return TrainConfig.from_dict(self.state["train_config"])
+
+    def load_model_into(self, model: nn.Module, device: str | torch.device = "cpu") -> None:
+        """Load the weights into ``model`` (strict; tied weights handled)."""
+        from safetensors.torch import load_model
+
+        f = self.path / MODEL_FILE
+        try:
+            load_model(model, str(f), strict=True, device=str(device))
+        except Exception as e:  # safetensors raises several types for damaged files
+            raise CheckpointError(f"cannot load model weights from {f}: {e}") from None
+
+    def build_model(self, device: str | torch.device = "cpu") -> nn.Module:
+        """A :class:`~complexformer.models.ComplexFormerLM` with the checkpoint's weights."""
+        from ..models.lm import ComplexFormerLM
+
+        model = ComplexFormerLM(self.model_config)
+        self.load_model_into(model, device)
+        return model.to(device)
+
+    def optimizer_state_dict(self) -> dict[str, Any]:
+        """The optimizer ``state_dict`` (tensors on CPU)."""
+        from safetensors.torch import load_file
+
+        return _unflatten_optimizer(load_file(str(self.path / OPTIM_FILE)), self.state["optimizer"])
+
+    def rng_state(self, rank: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
+        """Rank ``rank``'s RNG state, or None if the checkpoint has no such rank."""
+        from safetensors.torch import load_file
+
+        if rank >= len(self.state.get("rng", [])):
+            return None
+        prefix = f"rank{rank}."
+        tensors = {
+            k[len(prefix) :]: v
+            for k, v in load_file(str(self.path / RNG_FILE)).items()
+            if k.startswith(prefix)
+        }
+        return tensors, self.state["rng"][rank]
+
+
+def load_checkpoint(path: str | os.PathLike, verify: bool = True) -> Checkpoint:
+    """Open a checkpoint directory.
+
+    Args:
+        path: a ``step_*`` directory.
+        verify: check every file's sha256 first (:func:`verify_checkpoint`).
+
+    Raises:
+        CheckpointError: the checkpoint is incomplete or damaged (the path is named).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint directory {path} does not exist")
+    if verify:
+        verify_checkpoint(path)
+    spath = path / STATE
+    try:
+        state = json.loads(spath.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{spath} is missing: {path} is not a complete checkpoint") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{spath} is corrupted (not valid JSON: {e})") from None
+    if state.get("format") != FORMAT:
+        raise CheckpointError(f"{spath}: unknown checkpoint format (expected {FORMAT!r})")
+    return Checkpoint(path, int(state["step"]), state)

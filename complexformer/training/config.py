@@ -1,0 +1,208 @@
+"""The training configuration: :class:`TrainConfig` (a JSON-serialisable dataclass)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ..models.config import unknown_key_error
+
+__all__ = ["DEVICES", "TrainConfig"]
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class TrainConfig:
+    """Everything about a training run that is not the model's shape.
+
+    The defaults train the ``tiny`` preset on the standard library on a CPU in minutes.
+
+    Attributes:
+        out_dir: the run directory (metrics, checkpoints, tokenizer, final model).
+        data: data spec (``stdlib``, ``text:GLOB``, ``hf:NAME[:CONFIG]``), see
+            :func:`complexformer.data.load_corpus`.
+        tokenizer: None (or ``"bpe"``) for the cached byte-level BPE trained on the train
+            split; otherwise a tokenizer directory or a Hugging Face name.
+        vocab_size: vocabulary size of the trained BPE (ignored for other tokenizers). The
+            model's ``vocab_size`` is always set to the tokenizer's.
+        text_field: the JSONL field / dataset column holding the text.
+        max_steps: number of optimizer updates.
+        batch_size: the *global* batch, in sequences of ``max_seq_len`` tokens per optimizer
+            update (summed over ranks and accumulation micro-steps); it must be divisible by
+            ``world_size * grad_accum``.
+        grad_accum: micro-steps per update (per-rank micro-batch =
+            ``batch_size // (world_size * grad_accum)``); it changes memory, not the maths.
+        lr: peak learning rate. The paper pre-trains with 1e-4 (8 layers, d_model 512, GPT-2
+            vocabulary); the default 1e-3 suits the small ``tiny`` CPU preset, which trains for
+            only a few thousand steps. Use 1e-4 (or less) for paper-scale models.
+        warmup_frac: fraction of ``max_steps`` of linear warm-up from ``lr / warmup_steps``
+            to ``lr``.
+        min_lr_ratio: after warm-up the learning rate follows a cosine from ``lr`` down to
+            ``lr * min_lr_ratio``, reached at the last step (0 decays to zero).
+        weight_decay: AdamW decoupled weight decay, applied to Linear weight matrices only
+            (see :func:`complexformer.training.optim.param_groups`).
+        betas: AdamW betas (paper: 0.9, 0.98).
+        eps: AdamW epsilon (paper: 1e-9).
+        grad_clip: clip the global gradient L2 norm to this value (0 disables clipping; the
+            norm is reported either way).
+        eval_every: evaluate on the validation split every this many steps (and at the end).
+        eval_blocks: cap on the number of validation blocks (None: the whole split).
+        log_every: write a ``metrics.jsonl`` row every this many steps.
+        save_every: write a checkpoint every this many steps (and at the end).
+        keep_last: number of most recent checkpoints kept.
+        seed: seed of model initialisation, data sampling and dropout.
+        bf16: run forward passes under ``torch.autocast(dtype=torch.bfloat16)``.
+        compile: wrap the model in ``torch.compile``.
+        tensorboard: also log to TensorBoard (``<out_dir>/tensorboard``; needs the
+            ``tensorboard`` extra).
+        device: ``"auto"`` (CUDA if available, else CPU), ``"cpu"`` or ``"cuda"``.
+        num_threads: ``torch.set_num_threads`` for CPU training (None: leave torch's default).
+    """
+
+    out_dir: str
+    data: str = "stdlib"
+    tokenizer: str | None = None
+    vocab_size: int = 8192
+    text_field: str = "text"
+    max_steps: int = 2000
+    batch_size: int = 32
+    grad_accum: int = 1
+    lr: float = 1e-3
+    warmup_frac: float = 0.05
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    grad_clip: float = 1.0
+    eval_every: int = 200
+    eval_blocks: int | None = 100
+    log_every: int = 10
+    save_every: int = 500
+    keep_last: int = 3
+    seed: int = 0
+    bf16: bool = False
+    compile: bool = False
+    tensorboard: bool = False
+    device: str = "auto"
+    num_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        self.out_dir = os.fspath(self.out_dir)
+        if not self.out_dir:
+            raise ValueError("out_dir must be a non-empty path")
+        for name in (
+            "vocab_size",
+            "max_steps",
+            "batch_size",
+            "grad_accum",
+            "eval_every",
+            "log_every",
+            "save_every",
+            "keep_last",
+        ):
+            _check_int(name, getattr(self, name), minimum=1)
+        _check_int("seed", self.seed, minimum=0)
+        if self.eval_blocks is not None:
+            _check_int("eval_blocks", self.eval_blocks, minimum=1)
+        if self.num_threads is not None:
+            _check_int("num_threads", self.num_threads, minimum=1)
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0.0 <= self.warmup_frac <= 1.0:
+            raise ValueError(f"warmup_frac must be in [0, 1], got {self.warmup_frac}")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        betas = tuple(float(b) for b in self.betas)
+        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+        self.betas = betas  # JSON gives a list
+        if not self.eps > 0:
+            raise ValueError(f"eps must be > 0, got {self.eps}")
+        if self.grad_clip < 0:
+            raise ValueError(f"grad_clip must be >= 0 (0 disables clipping), got {self.grad_clip}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.batch_size % self.grad_accum:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must be divisible by grad_accum "
+                f"({self.grad_accum})"
+            )
+
+    # ------------------------------------------------------------------ serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``betas`` as a list)."""
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    def to_json(self) -> str:
+        """The config as indented, key-sorted JSON."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        """Names of all fields, in declaration order."""
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Build from a dict.
+
+        Raises:
+            ValueError: an unknown key (the closest field names are suggested) or an
+                invalid value.
+        """
+        names = cls.field_names()
+        for key in data:
+            if key not in names:
+                raise unknown_key_error(key, names, "TrainConfig field")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainConfig:
+        """Parse :meth:`to_json` output."""
+        return cls.from_dict(json.loads(text))
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write :meth:`to_json` to ``path`` (a ``.json`` file)."""
+        p = Path(path)
+        p.write_text(self.to_json() + "\n", encoding="utf-8")
+        return p
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> TrainConfig:
+        """Read a file written by :meth:`save`.
+
+        Raises:
+            ValueError: the file is not valid JSON (the path is named) or has bad fields.
+        """
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{p} is not valid JSON: {e}") from None
+        return cls.from_dict(data)
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A validated copy with some fields changed (unknown names are rejected)."""
+        names = self.field_names()
+        for key in changes:
+            if key not in names:
+                raise unknown_key_error(key, names, "TrainConfig field")
+        return dataclasses.replace(self, **changes)
+
+    def warmup_steps(self) -> int:
+        """Number of warm-up steps: ``round(warmup_frac * max_steps)``."""
+        return int(round(self.warmup_frac * self.max_steps))
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

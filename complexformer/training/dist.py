@@ -1,0 +1,185 @@
+"""torchrun / DDP helpers: detect the process group from the environment, reduce, barrier.
+
+Under ``torchrun --nproc_per_node N`` (or any launcher that sets ``WORLD_SIZE``, ``RANK``,
+``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``) :func:`setup_distributed` initialises
+``torch.distributed`` with ``gloo`` on CPU and ``nccl`` on CUDA (one GPU per local rank).
+Without those variables everything degrades to a single process: the collectives below are
+no-ops.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as tdist
+
+__all__ = [
+    "DistInfo",
+    "all_gather_objects",
+    "all_reduce_sum",
+    "barrier",
+    "cleanup_distributed",
+    "env_world",
+    "rank0_first",
+    "resolve_device",
+    "run_on_rank0",
+    "setup_distributed",
+]
+
+
+@dataclass
+class DistInfo:
+    """This process's place in the (possibly trivial) process group.
+
+    Attributes:
+        rank: global rank.
+        world_size: number of processes.
+        local_rank: rank on this machine (selects the GPU).
+        device: the torch device this rank trains on.
+        initialized_here: True if :func:`setup_distributed` created the process group (and
+            :func:`cleanup_distributed` should destroy it).
+    """
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+    initialized_here: bool = False
+
+    @property
+    def is_main(self) -> bool:
+        """True on rank 0, which logs and writes files."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        """True when there is more than one process."""
+        return self.world_size > 1
+
+
+def env_world() -> tuple[int, int, int]:
+    """``(rank, world_size, local_rank)`` from the torchrun environment (``(0, 1, 0)`` if unset)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", str(rank)))
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"bad torchrun environment: RANK={rank}, WORLD_SIZE={world}")
+    return rank, world, local
+
+
+def resolve_device(name: str, local_rank: int = 0) -> torch.device:
+    """The device for ``"auto"`` (CUDA if available, else CPU), ``"cpu"`` or ``"cuda"``.
+
+    Raises:
+        RuntimeError: ``"cuda"`` was requested but CUDA is not available.
+    """
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("device='cuda' was requested but CUDA is not available")
+        return torch.device("cuda", local_rank % max(1, torch.cuda.device_count()))
+    if name == "cpu":
+        return torch.device("cpu")
+    raise ValueError(f"unknown device {name!r}; expected 'auto', 'cpu' or 'cuda'")
+
+
+def setup_distributed(device: str = "auto") -> DistInfo:
+    """Join the torchrun process group if the environment describes one.
+
+    An already initialised default group (created by the caller) is reused as is.
+
+    Args:
+        device: ``"auto"``, ``"cpu"`` or ``"cuda"``.
+
+    Returns:
+        The :class:`DistInfo`; single-process when ``WORLD_SIZE`` is unset or 1.
+    """
+    if tdist.is_available() and tdist.is_initialized():
+        rank, world = tdist.get_rank(), tdist.get_world_size()
+        local = int(os.environ.get("LOCAL_RANK", str(rank)))
+        return DistInfo(rank, world, local, resolve_device(device, local), False)
+    rank, world, local = env_world()
+    dev = resolve_device(device, local)
+    if world == 1:
+        return DistInfo(0, 1, 0, dev, False)
+    if not tdist.is_available():
+        raise RuntimeError("WORLD_SIZE > 1 but torch.distributed is not available in this build")
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    backend = "nccl" if dev.type == "cuda" else "gloo"
+    tdist.init_process_group(backend, rank=rank, world_size=world)
+    return DistInfo(rank, world, local, dev, True)
+
+
+def cleanup_distributed(info: DistInfo) -> None:
+    """Destroy the process group if :func:`setup_distributed` created it."""
+    if info.initialized_here and tdist.is_initialized():
+        tdist.destroy_process_group()
+
+
+def _active() -> bool:
+    return tdist.is_available() and tdist.is_initialized() and tdist.get_world_size() > 1
+
+
+def barrier() -> None:
+    """Wait for every rank (no-op in a single process)."""
+    if _active():
+        tdist.barrier()
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    """Sum ``t`` over ranks in place and return it (unchanged in a single process)."""
+    if _active():
+        tdist.all_reduce(t, op=tdist.ReduceOp.SUM)
+    return t
+
+
+def all_gather_objects(obj: Any) -> list[Any]:
+    """Every rank's ``obj`` as a list indexed by rank (``[obj]`` in a single process)."""
+    if not _active():
+        return [obj]
+    out: list[Any] = [None] * tdist.get_world_size()
+    tdist.all_gather_object(out, obj)
+    return out
+
+
+def rank0_first(fn: Callable[[], Any], dist: DistInfo) -> Any:
+    """Run ``fn`` on rank 0, then on the other ranks (which then hit rank 0's caches).
+
+    If rank 0 fails, the other ranks raise instead of waiting forever.
+    """
+    if not dist.distributed:
+        return fn()
+    if dist.is_main:
+        try:
+            result, ok = fn(), True
+        except BaseException:
+            all_gather_objects(False)
+            raise
+        all_gather_objects(ok)
+        return result
+    if not all_gather_objects(True)[0]:
+        raise RuntimeError("rank 0 failed (see its error); this rank stops too")
+    return fn()
+
+
+def run_on_rank0(fn: Callable[[], Any], dist: DistInfo) -> Any:
+    """Run ``fn`` on rank 0 only and give its result (or its error) to every rank."""
+    result: Any = None
+    error: BaseException | None = None
+    if dist.is_main:
+        try:
+            result = fn()
+        except Exception as e:  # re-raised below on every rank
+            error = e
+    shared = all_gather_objects((result, None if error is None else repr(error)))[0]
+    if error is not None:
+        raise error
+    if shared[1] is not None:
+        raise RuntimeError(f"rank 0 failed: {shared[1]}")
+    return shared[0]

@@ -1,0 +1,126 @@
+"""AdamW with weight-decay parameter groups, and the warm-up + cosine learning-rate schedule."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
+
+from .config import TrainConfig
+
+__all__ = [
+    "NO_DECAY_NAMES",
+    "build_optimizer",
+    "build_scheduler",
+    "decay_split",
+    "lr_at",
+    "lr_factor",
+    "param_groups",
+]
+
+NO_DECAY_NAMES = frozenset({"adapt_delta", "adapt_bias", "pcl_weight"})
+
+
+def decay_split(model: nn.Module) -> tuple[list[str], list[str]]:
+    """Names of the trainable parameters that get weight decay, and of those that do not.
+
+    The rule: a parameter is decayed **iff it is the 2-D ``weight`` matrix of an
+    ``nn.Linear``** and is not also an embedding. Everything else is not decayed: biases,
+    LayerNorm weights and biases, token/position embeddings (a tied output projection
+    shares the token embedding, so it is an embedding and is not decayed), the CMHA
+    adaptation parameters ``adapt_delta``/``adapt_bias`` (they set phase scales and
+    offsets; decay would pull delta towards 0, i.e. towards ignoring the semantic angle)
+    and the PCL channel weights ``pcl_weight``.
+
+    Each parameter appears once (``named_parameters`` skips tied duplicates, keeping the
+    first name, e.g. ``wte.weight``). Frozen parameters are left out of both lists.
+
+    Args:
+        model: the model.
+
+    Returns:
+        ``(decay_names, no_decay_names)``.
+    """
+    linear_weights = {
+        id(m.weight) for m in model.modules() if isinstance(m, nn.Linear) and m.weight.dim() == 2
+    }
+    embeddings = {
+        id(p) for m in model.modules() if isinstance(m, nn.Embedding) for p in m.parameters()
+    }
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        leaf = name.rsplit(".", 1)[-1]
+        if id(p) in linear_weights and id(p) not in embeddings and leaf not in NO_DECAY_NAMES:
+            decay.append(name)
+        else:
+            no_decay.append(name)
+    return decay, no_decay
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW parameter groups ``decay`` and ``no_decay`` following :func:`decay_split`.
+
+    Args:
+        model: the model.
+        weight_decay: the decay of the ``decay`` group (the other group has 0).
+
+    Returns:
+        Two dicts with ``params``, ``weight_decay`` and ``name`` (empty groups omitted).
+    """
+    decay, no_decay = decay_split(model)
+    params = dict(model.named_parameters())
+    groups = [
+        {"name": "decay", "params": [params[n] for n in decay], "weight_decay": weight_decay},
+        {"name": "no_decay", "params": [params[n] for n in no_decay], "weight_decay": 0.0},
+    ]
+    return [g for g in groups if g["params"]]
+
+
+def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """``torch.optim.AdamW`` over :func:`param_groups` with the config's lr, betas, eps, decay."""
+    return torch.optim.AdamW(
+        param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps
+    )
+
+
+def lr_factor(step: int, max_steps: int, warmup_steps: int, min_lr_ratio: float) -> float:
+    """Multiplier of the peak learning rate for the update with 0-based index ``step``.
+
+    Linear warm-up ``(step + 1) / warmup_steps`` for ``step < warmup_steps`` (so the first
+    update already moves), then a cosine from 1 at ``step = warmup_steps`` down to
+    ``min_lr_ratio`` at the last update ``step = max_steps - 1`` (held there beyond).
+
+    Args:
+        step: 0-based update index.
+        max_steps: total number of updates.
+        warmup_steps: number of warm-up updates (0 for none).
+        min_lr_ratio: final multiplier.
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    span = max(1, max_steps - 1 - warmup_steps)
+    progress = min(1.0, (step - warmup_steps) / span)
+    return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """The learning rate of the update with 0-based index ``step`` under ``cfg``."""
+    return cfg.lr * lr_factor(step, cfg.max_steps, cfg.warmup_steps(), cfg.min_lr_ratio)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> LambdaLR:
+    """A ``LambdaLR`` applying :func:`lr_factor`; call ``scheduler.step()`` after each update.
+
+    Its ``state_dict`` is JSON-serialisable (the lambda is a plain function, stored as None).
+    """
+    max_steps, warmup, ratio = cfg.max_steps, cfg.warmup_steps(), cfg.min_lr_ratio
+
+    def factor(step: int) -> float:
+        return lr_factor(step, max_steps, warmup, ratio)
+
+    return LambdaLR(optimizer, factor)

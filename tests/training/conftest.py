@@ -1,0 +1,63 @@
+"""Shared fixtures of the training tests: a tiny JSONL corpus and tiny configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from training_testlib import REFERENCE_MODEL, REFERENCE_TRAIN, write_corpus
+
+from complexformer.models import GPTConfig
+from complexformer.training import TrainConfig
+
+
+@pytest.fixture(scope="session")
+def corpus_spec(tmp_path_factory) -> str:
+    return write_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="session")
+def session_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(monkeypatch, session_cache):
+    """Keep tokenizer/token caches out of ~/.cache (shared by the tests of one session)."""
+    monkeypatch.setenv("COMPLEXFORMER_CACHE", str(session_cache))
+    for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture()
+def model_config() -> GPTConfig:
+    return GPTConfig(**REFERENCE_MODEL)
+
+
+@pytest.fixture()
+def make_train_config(corpus_spec, tmp_path):
+    def make(out: str | Path | None = None, **kw) -> TrainConfig:
+        base = {**REFERENCE_TRAIN, "out_dir": str(out or tmp_path / "run"), "data": corpus_spec}
+        return TrainConfig(**{**base, **kw})
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory, corpus_spec, session_cache):
+    """One uninterrupted single-process 12-step run, shared by the comparison tests.
+
+    Returns:
+        ``(run_dir, summary)``.
+    """
+    from complexformer.training import train
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("COMPLEXFORMER_CACHE", str(session_cache))
+    try:
+        out = tmp_path_factory.mktemp("reference") / "run"
+        tcfg = TrainConfig(out_dir=str(out), data=corpus_spec, **REFERENCE_TRAIN)
+        summary = train(GPTConfig(**REFERENCE_MODEL), tcfg, log=None)
+    finally:
+        mp.undo()
+    return out, summary
