@@ -41,6 +41,7 @@ __all__ = [
     "polar_from_components",
     "polar_rotate",
     "rope_frequencies",
+    "LAYOUTS",
 ]
 
 _SCHEDULES = ("rope", "paper")
@@ -84,25 +85,39 @@ def _as_positions(positions, length: int, device, dtype) -> Tensor:
     return positions.to(device=device, dtype=dtype)
 
 
-def _split_pairs(x: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-    """Contiguous (re, im) = (x[..., 0::2], x[..., 1::2]) in ``dtype``, each (..., T, J).
+LAYOUTS = ("interleaved", "halves")
 
-    Contiguous halves matter: several elementwise kernels (atan2 in particular) are an order
-    of magnitude slower on stride-2 views on CPU.
+
+def _check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown pair layout {layout!r}; known: {', '.join(LAYOUTS)}")
+
+
+def _split_pairs(x: Tensor, dtype: torch.dtype, layout: str) -> tuple[Tensor, Tensor]:
+    """The two members of each pair as (re, im), each (..., T, J), in ``dtype``.
+
+    ``"interleaved"`` (the paper's pairs (x[2j], x[2j+1])) makes contiguous copies: several
+    elementwise kernels (atan2 in particular) are an order of magnitude slower on stride-2
+    views on CPU. ``"halves"`` (pairs (x[j], x[j+J])) returns views; callers must not write
+    into them.
     """
-    pairs = x.to(dtype).unflatten(-1, (x.shape[-1] // 2, 2))  # (..., T, J, 2)
-    both = pairs.movedim(-1, 0).contiguous()  # (2, ..., T, J)
+    j = x.shape[-1] // 2
+    if layout == "halves":
+        return x[..., :j].to(dtype), x[..., j:].to(dtype)
+    both = x.to(dtype).unflatten(-1, (j, 2)).movedim(-1, 0).contiguous()  # (2, ..., T, J)
     return both[0], both[1]
 
 
-def _interleave(re: Tensor, im: Tensor) -> Tensor:
-    """(..., J) twice -> (..., 2J) with pairs (re_j, im_j); float32/float64 inputs.
+def _join_pairs(re: Tensor, im: Tensor, layout: str) -> Tensor:
+    """Inverse of :func:`_split_pairs`: (..., J) twice -> (..., 2J).
 
-    Eagerly this goes through ``torch.complex``, whose interleaving copy is several times
-    faster on CPU than ``torch.stack(..., dim=-1)``; under ``torch.compile`` the stack is used,
-    which inductor fuses with its producers.
+    Interleaving goes through ``torch.complex`` when eager, whose copy is several times faster
+    on CPU than ``torch.stack(..., dim=-1)``; under ``torch.compile`` the stack is used, which
+    inductor fuses with its producers.
     """
-    if torch.compiler.is_compiling():  # inductor has no complex codegen; it fuses a stack
+    if layout == "halves":
+        return torch.cat((re, im), dim=-1)
+    if torch.compiler.is_compiling() or re.dtype not in (torch.float32, torch.float64):
         return torch.stack((re, im), dim=-1).flatten(-2)
     return torch.view_as_real(torch.complex(re, im)).flatten(-2)
 
@@ -113,6 +128,7 @@ def polar_components(
     bias: Tensor | None,
     positions: Tensor | int,
     omega: Tensor,
+    layout: str = "interleaved",
 ) -> tuple[Tensor, Tensor]:
     """Modulus and rotated phase of each complex pair of ``x`` (eq. 1-2 and 7).
 
@@ -125,6 +141,9 @@ def polar_components(
         positions: (T,) (or broadcastable (..., T)) absolute positions, or an int offset t0
             meaning positions t0 .. t0 + T - 1.
         omega: (J,) rotation frequencies.
+        layout: ``"interleaved"``: pairs (x[2j], x[2j+1]) as in the paper; ``"halves"``:
+            pairs (x[j], x[j+J]), a fixed permutation of the features that is faster on CPU
+            (use it where the features come from a learned projection).
 
     Returns:
         (modulus, phase), both (..., T, J) in float32 (float64 for float64 input), with
@@ -132,8 +151,9 @@ def polar_components(
     """
     if x.shape[-1] % 2:
         raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
+    _check_layout(layout)
     pdt = _phase_dtype(x)
-    re, im = _split_pairs(x, pdt)  # (..., T, J) each
+    re, im = _split_pairs(x, pdt, layout)  # (..., T, J) each
     r2 = re * re + im * im
     nz = r2 > 0
     # Zero pairs get modulus 0 and phase 0 with zero gradients instead of 0/0.
@@ -183,25 +203,28 @@ class _PolarRotate(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, delta, bias, pos, omega):
+    def forward(ctx, x, delta, bias, pos, omega, layout):
         ctx.save_for_backward(x, delta, bias, pos, omega)
+        ctx.layout = layout
         pdt = _phase_dtype(x)
         d = delta.to(pdt).unsqueeze(-2) if delta is not None else None  # (..., 1, J)
         b = bias.to(pdt).unsqueeze(-2) if bias is not None else None
         out = torch.empty_like(x)
         for t0, t1 in _t_chunks(x):
-            re, im = _split_pairs(x[..., t0:t1, :], pdt)  # (..., t, J) each
+            re, im = _split_pairs(x[..., t0:t1, :], pdt, layout)  # (..., t, J) each
             lam = torch.hypot(re, im)  # eq. 1
             theta = torch.atan2(im, re)  # eq. 2; atan2(0, 0) = 0
             del re, im
             pw = pos[..., t0:t1, None] * omega.to(pdt)  # (..., t, J)
             phase = _rotated_phase(theta, d, b, pw)
-            out[..., t0:t1, :] = _interleave(torch.cos(phase).mul_(lam), phase.sin_().mul_(lam))
+            rot_re, rot_im = torch.cos(phase).mul_(lam), phase.sin_().mul_(lam)
+            out[..., t0:t1, :] = _join_pairs(rot_re, rot_im, layout)  # (..., t, D)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         x, delta, bias, pos, omega = ctx.saved_tensors
+        layout = ctx.layout
         pdt = _phase_dtype(x)
         d = delta.to(pdt).unsqueeze(-2) if delta is not None else None
         b = bias.to(pdt).unsqueeze(-2) if bias is not None else None
@@ -211,7 +234,7 @@ class _PolarRotate(torch.autograd.Function):
         g_delta = torch.zeros_like(d) if want_d else None
         g_bias = torch.zeros_like(b) if want_b else None
         for t0, t1 in _t_chunks(x):
-            re, im = _split_pairs(x[..., t0:t1, :], pdt)
+            re, im = _split_pairs(x[..., t0:t1, :], pdt, layout)
             lam = torch.hypot(re, im)
             theta = torch.atan2(im, re)
             del re, im
@@ -219,9 +242,9 @@ class _PolarRotate(torch.autograd.Function):
             pw = pos[..., t0:t1, None] * omega.to(pdt)
             phase = _rotated_phase(theta.clone() if want_d else theta, d, b, pw)
             cos_a, sin_a = torch.cos(phase), phase.sin_()
-            g_c, g_s = _split_pairs(grad[..., t0:t1, :], pdt)
+            g_c, g_s = _split_pairs(grad[..., t0:t1, :], pdt, layout)  # views: no writes
             g_l = torch.mul(g_c, cos_a).addcmul_(g_s, sin_a)
-            big_g = g_s.mul_(cos_a).addcmul_(g_c, sin_a, value=-1.0)
+            big_g = torch.mul(g_s, cos_a).addcmul_(g_c, sin_a, value=-1.0)
             del cos_a, sin_a, g_c
             if want_d or want_b:
                 lam_g = lam.mul_(big_g)
@@ -232,12 +255,12 @@ class _PolarRotate(torch.autograd.Function):
             dg = big_g.mul_(d) if d is not None else big_g
             g_re = torch.mul(g_l, u).addcmul_(dg, v, value=-1.0)
             g_im = g_l.mul_(v).addcmul_(dg, u)
-            gx[..., t0:t1, :] = _interleave(g_re, g_im)  # (..., t, D)
+            gx[..., t0:t1, :] = _join_pairs(g_re, g_im, layout)  # (..., t, D)
         if want_d:
             g_delta = g_delta.reshape(delta.shape).to(delta.dtype)
         if want_b:
             g_bias = g_bias.reshape(bias.shape).to(bias.dtype)
-        return gx, g_delta, g_bias, None, None
+        return gx, g_delta, g_bias, None, None, None
 
 
 def polar_rotate(
@@ -246,6 +269,7 @@ def polar_rotate(
     bias: Tensor | None,
     positions: Tensor | int,
     omega: Tensor,
+    layout: str = "interleaved",
 ) -> Tensor:
     """Per-pair Euler transform plus adaptive rotation (eq. 1-4, 7), in factorised form.
 
@@ -253,53 +277,67 @@ def polar_rotate(
     modulus and A_j = delta_j * theta_j + b_j + p * omega_j its rotated phase, so that
     q'_m . k'_n = sum_j lq lk cos(delta (tq - tk) + b + (m - n) omega) is the CMHA score
     of eq. 8 (before scaling). With delta = 1 and b = 0 this is RoPE (Su et al.) exactly.
-    The backward pass is analytic and recomputes the polar form from x, so only x is kept
-    for it.
+    When eager, the backward pass is analytic and recomputes the polar form from x (only x
+    is kept for it); under ``torch.compile`` the plain formula is traced and fused.
 
     Args:
         x: real tensor (..., T, D).
-        delta, bias, positions, omega: see :func:`polar_components`.
+        delta, bias, positions, omega, layout: see :func:`polar_components`.
 
     Returns:
         A tensor of the shape and dtype of ``x``.
     """
     if x.shape[-1] % 2:
         raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
+    _check_layout(layout)
+    if torch.compiler.is_compiling():
+        lam, phase = polar_components(x, delta, bias, positions, omega, layout)
+        return polar_from_components(lam, phase, x.dtype, layout)
     pdt = _phase_dtype(x)
     if delta is not None and not isinstance(delta, Tensor):
         delta = torch.full((x.shape[-1] // 2,), float(delta), device=x.device, dtype=pdt)
     pos = _as_positions(positions, x.shape[-2], x.device, pdt)
-    return _PolarRotate.apply(x, delta, bias, pos, omega.to(x.device))
+    return _PolarRotate.apply(x, delta, bias, pos, omega.to(x.device), layout)
 
 
-def polar_from_components(lam: Tensor, phase: Tensor, dtype: torch.dtype) -> Tensor:
-    """Interleave (lam cos phase, lam sin phase) pairs: (..., T, J) twice -> (..., T, 2J)."""
-    return _interleave(lam * torch.cos(phase), lam * torch.sin(phase)).to(dtype)  # (..., T, D)
+def polar_from_components(
+    lam: Tensor, phase: Tensor, dtype: torch.dtype, layout: str = "interleaved"
+) -> Tensor:
+    """Pairs (lam cos phase, lam sin phase): (..., T, J) twice -> (..., T, 2J) in ``dtype``."""
+    return _join_pairs(lam * torch.cos(phase), lam * torch.sin(phase), layout).to(dtype)
 
 
-def apply_rope(x: Tensor, positions: Tensor | int, omega: Tensor) -> Tensor:
-    """Rotary position embedding (Su et al., "RoFormer"), interleaved pairs.
+def apply_rope(
+    x: Tensor, positions: Tensor | int, omega: Tensor, layout: str = "interleaved"
+) -> Tensor:
+    """Rotary position embedding (Su et al., "RoFormer").
 
-    x'[2j] = x[2j] cos(p w_j) - x[2j+1] sin(p w_j),
-    x'[2j+1] = x[2j] sin(p w_j) + x[2j+1] cos(p w_j).
+    With interleaved pairs: x'[2j] = x[2j] cos(p w_j) - x[2j+1] sin(p w_j),
+    x'[2j+1] = x[2j] sin(p w_j) + x[2j+1] cos(p w_j); ``layout="halves"`` pairs x[j] with
+    x[j+J] instead (the "rotate-half" form).
 
     Args:
         x: real tensor (..., T, D), D even.
         positions: (T,) positions or an int offset.
         omega: (J,) frequencies.
+        layout: ``"interleaved"`` or ``"halves"``.
 
     Returns:
         The rotated tensor, same shape and dtype as ``x``; angles are computed in float32.
     """
     if x.shape[-1] % 2:
         raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
+    _check_layout(layout)
     pdt = _phase_dtype(x)
     pos = _as_positions(positions, x.shape[-2], x.device, pdt)
     ang = pos.unsqueeze(-1) * omega.to(device=x.device, dtype=pdt)  # (..., T, J)
     cos, sin = torch.cos(ang), torch.sin(ang)
-    xf = x.to(pdt)
-    re, im = xf[..., 0::2], xf[..., 1::2]
-    return _interleave(re * cos - im * sin, re * sin + im * cos).to(x.dtype)  # (..., T, D)
+    if layout == "halves":
+        re, im = _split_pairs(x, pdt, layout)
+    else:  # strided views: cheap for multiplications
+        xf = x.to(pdt)
+        re, im = xf[..., 0::2], xf[..., 1::2]
+    return _join_pairs(re * cos - im * sin, re * sin + im * cos, layout).to(x.dtype)
 
 
 def causal_mask(t_q: int, t_k: int, q_offset: int = 0, device=None) -> Tensor:
@@ -403,6 +441,7 @@ def cmha(
     is_causal: bool = True,
     q_offset: int = 0,
     scale: float | None = None,
+    layout: str = "interleaved",
 ) -> Tensor:
     """Complex multi-head attention (Shao et al. 2025, eq. 1-9) as fused attention.
 
@@ -417,13 +456,15 @@ def cmha(
         is_causal: causal mask on absolute positions.
         q_offset: position of the first query (KV-cache decoding).
         scale: score scale, default 1/sqrt(D).
+        layout: ``"interleaved"`` pairs (q[2j], q[2j+1]) as in the paper, or ``"halves"``
+            pairs (q[j], q[j+J]).
 
     Returns:
         (B, H, Tq, Dv).
     """
     _check_cmha_inputs(q, k, v, delta, bias)
-    qr = polar_rotate(q, delta, bias, q_offset, omega)
-    kr = polar_rotate(k, delta, None, 0, omega)
+    qr = polar_rotate(q, delta, bias, q_offset, omega, layout)
+    kr = polar_rotate(k, delta, None, 0, omega, layout)
     return attention(qr, kr, v, is_causal=is_causal, q_offset=q_offset, scale=scale)
 
 
@@ -438,9 +479,14 @@ def cmha_reference(
     is_causal: bool = True,
     q_offset: int = 0,
     scale: float | None = None,
+    layout: str = "interleaved",
 ) -> Tensor:
     """Literal eq. 1-9 with the (B, H, Tq, Tk, J) tensor; for tests only (see :func:`cmha`)."""
     _check_cmha_inputs(q, k, v, delta, bias)
+    _check_layout(layout)
+    if layout == "halves":  # (q[j], q[j+J]) -> interleaved pairs
+        q, k = (t.unflatten(-1, (2, t.shape[-1] // 2)).transpose(-1, -2) for t in (q, k))
+        q, k = q.flatten(-2), k.flatten(-2)  # (B, H, T, J, 2) -> (B, H, T, D)
     d = q.shape[-1]
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     lq = torch.sqrt(q[..., 0::2] ** 2 + q[..., 1::2] ** 2)  # eq. 1, (B, H, Tq, J)

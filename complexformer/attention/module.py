@@ -18,7 +18,12 @@ from .functional import (
 )
 from .registry import get_scheme
 
-__all__ = ["CausalSelfAttention"]
+__all__ = ["CausalSelfAttention", "PAIRS"]
+
+# Each head pairs feature j with feature j + D/2 ("halves"). The paper pairs (2j, 2j+1); since
+# the features come from the learned projection W_q / W_k, the two are the same model up to a
+# fixed permutation of W's rows, and halves are faster on CPU and under torch.compile.
+PAIRS = "halves"
 
 
 class CausalSelfAttention(nn.Module):
@@ -113,17 +118,18 @@ class CausalSelfAttention(nn.Module):
         phases = None
         if self.scheme.rotation == "polar" and return_phases:
             # autograd through the phases, which the phase contrastive loss also uses
-            lam_q, ph_q = polar_components(q, self.adapt_delta, self.adapt_bias, offset, self.omega)
-            lam_k, ph_k = polar_components(k, self.adapt_delta, None, offset, self.omega)
-            q = polar_from_components(lam_q, ph_q, q.dtype)
-            k = polar_from_components(lam_k, ph_k, k.dtype)
+            lam_q, ph_q = polar_components(q, self.adapt_delta, self.adapt_bias, offset,
+                                           self.omega, PAIRS)
+            lam_k, ph_k = polar_components(k, self.adapt_delta, None, offset, self.omega, PAIRS)
+            q = polar_from_components(lam_q, ph_q, q.dtype, PAIRS)
+            k = polar_from_components(lam_k, ph_k, k.dtype, PAIRS)
             phases = (ph_q, ph_k)
         elif self.scheme.rotation == "polar":
-            q = polar_rotate(q, self.adapt_delta, self.adapt_bias, offset, self.omega)
-            k = polar_rotate(k, self.adapt_delta, None, offset, self.omega)
+            q = polar_rotate(q, self.adapt_delta, self.adapt_bias, offset, self.omega, PAIRS)
+            k = polar_rotate(k, self.adapt_delta, None, offset, self.omega, PAIRS)
         elif self.scheme.rotation == "rope":
-            q = apply_rope(q, offset, self.omega)
-            k = apply_rope(k, offset, self.omega)
+            q = apply_rope(q, offset, self.omega, PAIRS)
+            k = apply_rope(k, offset, self.omega, PAIRS)
         if cache is not None:
             k, v = cache.update(k, v)
         bias = None

@@ -1,0 +1,100 @@
+"""The "halves" pair layout and the compiled path of the polar rotation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from complexformer.attention import (
+    apply_rope,
+    cmha,
+    cmha_reference,
+    polar_components,
+    polar_from_components,
+    polar_rotate,
+    rope_frequencies,
+)
+
+
+def to_interleaved(x: torch.Tensor) -> torch.Tensor:
+    """(x[j], x[j+J]) pairs -> (x[2j], x[2j+1]) pairs, by explicit index permutation."""
+    j = x.shape[-1] // 2
+    perm = [i // 2 + (i % 2) * j for i in range(2 * j)]
+    return x[..., perm]
+
+
+def inputs(seed=0, b=2, h=3, t=11, d=8):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(b, h, t, d, generator=g, dtype=torch.float64) for _ in range(3))
+    delta = torch.randn(h, d // 2, generator=g, dtype=torch.float64)
+    bias = torch.randn(h, d // 2, generator=g, dtype=torch.float64)
+    return q, k, v, delta, bias, rope_frequencies(d).double()
+
+
+def test_halves_is_a_permutation_of_interleaved():
+    q, k, v, delta, bias, om = inputs()
+    half = cmha(q, k, v, delta, bias, omega=om, layout="halves", q_offset=0)
+    inter = cmha(to_interleaved(q), to_interleaved(k), v, delta, bias, omega=om)
+    assert_close(half, inter, atol=1e-12, rtol=0)
+    assert_close(half, cmha_reference(q, k, v, delta, bias, omega=om, layout="halves"),
+                 atol=1e-10, rtol=0)
+    rot = polar_rotate(q, delta, bias, 3, om, layout="halves")
+    assert_close(to_interleaved(rot), polar_rotate(to_interleaved(q), delta, bias, 3, om))
+    rope = apply_rope(q, 5, om, layout="halves")
+    assert_close(to_interleaved(rope), apply_rope(to_interleaved(q), 5, om))
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "halves"])
+def test_analytic_backward_matches_autograd(layout):
+    q, _, _, delta, bias, om = inputs(seed=1, t=300)  # several T-chunks are not needed here
+    q[0, 0, 0, :] = 0.0  # a zero vector: finite gradients
+    w = torch.randn_like(q)
+    leaves = [t.clone().requires_grad_() for t in (q, delta, bias)]
+    (polar_rotate(leaves[0], leaves[1], leaves[2], 7, om, layout) * w).sum().backward()
+    ref = [t.clone().requires_grad_() for t in (q, delta, bias)]
+    lam, ph = polar_components(ref[0], ref[1], ref[2], 7, om, layout)
+    (polar_from_components(lam, ph, q.dtype, layout) * w).sum().backward()
+    for a, b in zip(leaves, ref, strict=True):
+        assert torch.isfinite(a.grad).all()
+        mask = torch.ones_like(a.grad, dtype=torch.bool)
+        if a.shape == q.shape:  # at the zero vector the two choose different subgradients
+            mask[0, 0, 0, :] = False
+        assert_close(a.grad[mask], b.grad[mask], atol=1e-10, rtol=1e-10)
+
+
+def test_chunked_rotation_equals_unchunked(monkeypatch):
+    import complexformer.attention.functional as fn
+
+    q, _, _, delta, bias, om = inputs(seed=2, t=64)
+    q.requires_grad_()
+    out1 = polar_rotate(q, delta, bias, 0, om)
+    (g1,) = torch.autograd.grad(out1.sum(), q)
+    monkeypatch.setattr(fn, "_CHUNK_ELEMS", 100)  # many chunks of a few rows
+    out2 = polar_rotate(q, delta, bias, 0, om)
+    (g2,) = torch.autograd.grad(out2.sum(), q)
+    assert_close(out1, out2, atol=0, rtol=0)
+    assert_close(g1, g2, atol=0, rtol=0)
+
+
+def test_unknown_layout():
+    q, _, _, delta, bias, om = inputs()
+    with pytest.raises(ValueError, match="unknown pair layout 'pairs'; known: interleaved, halves"):
+        polar_rotate(q, delta, bias, 0, om, layout="pairs")
+
+
+@pytest.mark.slow
+def test_compiled_cmha_matches_eager():
+    q, k, v, delta, bias, om = (t.float() for t in inputs(seed=3, t=32, d=16))
+    leaves = [t.clone().requires_grad_() for t in (q, k, v, delta, bias)]
+
+    def f(q, k, v, d, b):
+        return cmha(q, k, v, d, b, omega=om, layout="halves")
+
+    eager = f(*leaves)
+    grads = torch.autograd.grad(eager.sum(), leaves)
+    compiled = torch.compile(f)(*leaves)
+    cgrads = torch.autograd.grad(compiled.sum(), leaves)
+    assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
+    for a, b in zip(cgrads, grads, strict=True):
+        assert_close(a, b, atol=1e-4, rtol=1e-4)
