@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, KeyError) as e:
+    except (ValueError, OSError, KeyError, ImportError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"complexformer {args.command}: error: {msg}", file=sys.stderr)
         return 2
