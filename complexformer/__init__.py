@@ -4,10 +4,13 @@
   and the baselines (RoPE, learned, sinusoidal, ALiBi, NoPE).
 - :mod:`complexformer.models`: the ComplexFormer language model.
 - :mod:`complexformer.losses`: the phase contrastive loss.
+- :mod:`complexformer.nn`: complex-valued layers (positional encodings, multi-head attention,
+  Transformer), so that ``import complexformer as ctorch; ctorch.nn.RotaryEmbedding(...)``
+  runs code written for the complextorch API.
 """
 
-from . import attention, losses, models
+from . import attention, losses, models, nn
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "attention", "losses", "models"]
+__all__ = ["__version__", "attention", "losses", "models", "nn"]

@@ -1,0 +1,528 @@
+"""Pure kernels of the complex-valued layers (no parameters are owned here).
+
+Complex tensors (complex64 / complex128) in and out; learnable quantities arrive as REAL
+tensors with a trailing dimension of 2 for (Re, Im) (``weight[..., 0]`` is the real part),
+which the kernels view as complex (:func:`torch.view_as_complex`, no copy). Modules in this
+package own those real parameters and call these kernels.
+
+References:
+    C. Trabelsi et al., "Deep Complex Networks", ICLR 2018 (complex initialisation, 2x2
+    covariance whitening, modReLU/zReLU/CReLU discussion).
+    M. Arjovsky, A. Shah, Y. Bengio, "Unitary Evolution Recurrent Neural Networks", ICML 2016
+    (modReLU).
+    N. Guberman, "On Complex Valued Convolutional Neural Networks", 2016 (zReLU).
+    P. Virtue, S. Yu, M. Lustig, "Better than Real: Complex-valued Neural Nets for MRI
+    Fingerprinting", ICIP 2017 (cardioid).
+    F. Eilers, X. Jiang, "Building Blocks for a Complex-Valued Transformer Architecture",
+    ICASSP 2023 (softmax of |Q K^H| and the other score-to-weight choices).
+    J. Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", 2021.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from complexformer.attention.functional import attention as _real_sdpa
+from complexformer.attention.functional import causal_mask
+
+from ._utils import as_complex_interleaved, as_real_interleaved, check_choice, real_dtype
+
+__all__ = [
+    "SCORES",
+    "WHITEN_MODES",
+    "affine_2x2",
+    "attention_bias",
+    "cardioid",
+    "cgelu",
+    "complex_dropout",
+    "complex_embedding",
+    "complex_linear",
+    "complex_softmax",
+    "crelu",
+    "inverse_frequencies",
+    "layer_norm",
+    "modrelu",
+    "position_phasor",
+    "rms_norm",
+    "scaled_dot_product_attention",
+    "zrelu",
+]
+
+SCORES = ("real", "modulus", "split", "phase")
+WHITEN_MODES = ("full", "scalar")
+
+
+# --------------------------------------------------------------------------- linear maps
+
+
+def complex_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """y = x W^T + b for complex x, W stored as a real (out, in, 2) tensor.
+
+    One complex GEMM (torch's cgemm/zgemm: on CPU it measured ~1.8x faster than the
+    equivalent single real GEMM with a (2out, 2in) block weight); autograd flows into the
+    real parameter through :func:`torch.view_as_complex`.
+
+    Args:
+        x: complex (..., in).
+        weight: real (out, in, 2).
+        bias: real (out, 2) or None.
+
+    Returns:
+        complex (..., out).
+    """
+    w = torch.view_as_complex(weight)  # (out, in) complex view
+    b = torch.view_as_complex(bias) if bias is not None else None
+    return F.linear(x, w, b)
+
+
+def complex_embedding(idx: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """Complex embedding lookup: integer (...) -> complex (..., dim); weight real (num, dim, 2)."""
+    num, dim = weight.shape[0], weight.shape[1]
+    out = F.embedding(idx, weight.reshape(num, 2 * dim), padding_idx=padding_idx)  # (..., 2dim)
+    return torch.view_as_complex(out.unflatten(-1, (dim, 2)))
+
+
+# --------------------------------------------------------------------------- normalisation
+
+
+def affine_2x2(yr: Tensor, yi: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """Per-feature real 2x2 map of (Re, Im) plus a complex bias; returns the complex result.
+
+    ``weight`` is real (*F, 2, 2) (row = output component), ``bias`` real (*F, 2), where *F is
+    the normalised shape (the trailing dims of ``yr``).
+    """
+    if weight is not None:
+        w = weight.to(yr.dtype)
+        yr, yi = (
+            yr * w[..., 0, 0] + yi * w[..., 0, 1],
+            yr * w[..., 1, 0] + yi * w[..., 1, 1],
+        )
+    if bias is not None:
+        b = bias.to(yr.dtype)
+        yr, yi = yr + b[..., 0], yi + b[..., 1]
+    return torch.complex(yr, yi)
+
+
+def layer_norm(
+    x: Tensor,
+    normalized_shape: tuple[int, ...],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+    whiten: str = "full",
+) -> Tensor:
+    """Complex layer normalisation over the trailing ``normalized_shape`` dims.
+
+    ``whiten="full"`` (Trabelsi et al. 2018, sec. 3.5, applied per token): centre, then
+    multiply (Re, Im) by V^(-1/2), V the 2x2 covariance of (Re, Im) over the features plus
+    eps * I. With s = sqrt(det V) and t = sqrt(tr V + 2 s) the inverse square root is
+    closed-form, V^(-1/2) = [[V_ii + s, -V_ri], [-V_ri, V_rr + s]] / (s t), so the output has
+    (up to eps) the identity covariance. On a real input (Im = 0) V = diag(var + eps, eps)
+    is diagonal and V^(-1/2) = diag(1/sqrt(var + eps), 1/sqrt(eps)): the real part is
+    exactly torch.nn.LayerNorm's (x - mean)/sqrt(var + eps) and Im stays 0. It is however
+    discontinuous there: an imaginary part of any size >> sqrt(eps) is rescaled to unit
+    variance, so a nearly-zero Im (e.g. right after the first update of a complexified real
+    model) is amplified by up to 1/sqrt(eps).
+
+    ``whiten="scalar"``: centre and divide by sqrt(E|z - mean|^2 + eps) (the total variance
+    of Re and Im). Phase-preserving, continuous in Im, never amplifies a small Im relative to
+    Re, and also equal to torch.nn.LayerNorm on a real input; E|y|^2 = 1 instead of the
+    per-component unit variance of full whitening.
+
+    Args:
+        x: complex (..., *normalized_shape).
+        normalized_shape: the trailing dims to normalise over.
+        weight: real (*normalized_shape, 2, 2) affine matrix or None.
+        bias: real (*normalized_shape, 2) or None.
+        eps: ridge added to the covariance diagonal (full) or to the total variance (scalar).
+        whiten: ``"full"`` or ``"scalar"``.
+
+    Returns:
+        complex tensor of the shape of ``x``.
+    """
+    check_choice(whiten, "whiten", WHITEN_MODES, "layer_norm")
+    dims = tuple(range(-len(normalized_shape), 0))
+    xr, xi = x.real, x.imag
+    cr = xr - xr.mean(dims, keepdim=True)  # (..., *F)
+    ci = xi - xi.mean(dims, keepdim=True)
+    if whiten == "scalar":
+        inv = torch.rsqrt((cr * cr + ci * ci).mean(dims, keepdim=True) + eps)  # (..., 1...)
+        return affine_2x2(cr * inv, ci * inv, weight, bias)
+    vrr = (cr * cr).mean(dims, keepdim=True) + eps
+    vii = (ci * ci).mean(dims, keepdim=True) + eps
+    vri = (cr * ci).mean(dims, keepdim=True)
+    det = (vrr * vii - vri * vri).clamp_min(eps * eps)  # >= eps * tr V - eps^2 analytically
+    s = torch.sqrt(det)
+    t = torch.sqrt(vrr + vii + 2.0 * s)
+    inv = 1.0 / (s * t)
+    p, q, r = (vii + s) * inv, -vri * inv, (vrr + s) * inv  # V^(-1/2) = [[p, q], [q, r]]
+    return affine_2x2(p * cr + q * ci, q * cr + r * ci, weight, bias)
+
+
+def rms_norm(
+    x: Tensor, normalized_shape: tuple[int, ...], weight: Tensor | None = None, eps: float = 1e-6
+) -> Tensor:
+    """z / sqrt(mean |z|^2 + eps) over the trailing dims, then a per-feature 2x2 map of (Re, Im).
+
+    Phase-preserving before the affine map; on a real input with ``weight = diag(w, w)`` it
+    equals torch.nn.RMSNorm(weight=w) (Zhang & Sennrich, "Root Mean Square Layer
+    Normalization", 2019).
+    """
+    dims = tuple(range(-len(normalized_shape), 0))
+    xr, xi = x.real, x.imag
+    inv = torch.rsqrt((xr * xr + xi * xi).mean(dims, keepdim=True) + eps)
+    return affine_2x2(xr * inv, xi * inv, weight, None)
+
+
+# --------------------------------------------------------------------------- activations
+
+
+def cgelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """Split GELU: GELU(Re z) + j GELU(Im z) (one kernel on the (..., 2) real view)."""
+    return torch.view_as_complex(F.gelu(torch.view_as_real(x), approximate=approximate))
+
+
+def crelu(x: Tensor) -> Tensor:
+    """Split ReLU (CReLU of Trabelsi et al. 2018): ReLU(Re z) + j ReLU(Im z)."""
+    return torch.view_as_complex(F.relu(torch.view_as_real(x)))
+
+
+def _safe_modulus(x: Tensor) -> tuple[Tensor, Tensor]:
+    """(|z| with 1 where z == 0, nonzero mask); gradients stay finite at z = 0."""
+    xr = torch.view_as_real(x)
+    r2 = (xr * xr).sum(-1)
+    nz = r2 > 0
+    return torch.sqrt(torch.where(nz, r2, torch.ones_like(r2))), nz
+
+
+def modrelu(x: Tensor, bias: Tensor | float) -> Tensor:
+    """modReLU (Arjovsky et al. 2016, eq. 8): ReLU(|z| + b) z/|z|.
+
+    At z = 0 the output and its gradient are 0 (the phase z/|z| is undefined there; no NaN).
+    ``bias`` is real, broadcastable to ``x`` (per feature or a scalar).
+    """
+    r, nz = _safe_modulus(x)
+    scale = torch.where(nz, torch.relu(r + bias) / r, torch.zeros_like(r))
+    return x * scale
+
+
+def zrelu(x: Tensor) -> Tensor:
+    """zReLU (Guberman 2016): z where arg z is in [0, pi/2] (Re z >= 0 and Im z >= 0), else 0."""
+    keep = (x.real >= 0) & (x.imag >= 0)
+    return x * keep
+
+
+def cardioid(x: Tensor) -> Tensor:
+    """Cardioid (Virtue et al. 2017): (1 + cos(arg z)) z / 2; arg 0 := 0, finite gradient."""
+    r, nz = _safe_modulus(x)
+    cos = torch.where(nz, x.real / r, torch.ones_like(r))
+    return x * (0.5 * (1.0 + cos))
+
+
+def complex_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """Dropout with ONE Bernoulli mask shared by Re and Im (Trabelsi et al. 2018).
+
+    A kept entry keeps its phase; surviving entries are scaled by 1/(1 - p).
+    """
+    if not training or p == 0.0:
+        return x
+    if p >= 1.0:
+        return x * 0
+    mask = torch.empty(x.shape, dtype=real_dtype(x), device=x.device).bernoulli_(1.0 - p)
+    return x * mask.div_(1.0 - p)
+
+
+# --------------------------------------------------------------------------- positions
+
+
+def inverse_frequencies(
+    dim: int, base: float = 10000.0, dtype: torch.dtype = torch.float32, device=None
+) -> Tensor:
+    """omega_k = base^(-k/dim), k = 0 .. dim-1: one frequency per complex channel.
+
+    Computed in float64 and cast to ``dtype`` (the schedule of complextorch 2.1.1, which
+    computes it in float32).
+    """
+    k = torch.arange(0, dim, dtype=torch.float64, device=device)
+    return (1.0 / (base ** (k / dim))).to(dtype)
+
+
+def position_phasor(
+    omega: Tensor,
+    length: int,
+    offset: int = 0,
+    phase: Tensor | None = None,
+    dtype: torch.dtype = torch.complex64,
+) -> Tensor:
+    """e^{j (omega_k n + phase_k)} for n = offset .. offset + length - 1: complex (length, dim).
+
+    Angles are formed in float64 (exact positions, no float32 round-off at large n) and the
+    phasor is returned in ``dtype``; gradients flow into ``omega`` and ``phase``.
+    """
+    pos = torch.arange(offset, offset + length, device=omega.device, dtype=torch.float64)
+    ang = pos[:, None] * omega.to(torch.float64)[None, :]  # (T, dim)
+    if phase is not None:
+        ang = ang + phase.to(torch.float64)
+    rdt = torch.float64 if dtype == torch.complex128 else torch.float32
+    return torch.complex(torch.cos(ang).to(rdt), torch.sin(ang).to(rdt))
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def _mask_to_bias(mask: Tensor, dtype: torch.dtype, name: str) -> Tensor:
+    """bool (True = masked out) -> additive 0 / -inf; real floating -> itself (additive)."""
+    if mask.dtype == torch.bool:
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
+            mask, float("-inf")
+        )
+    if mask.is_floating_point():
+        return mask.to(dtype)
+    raise ValueError(
+        f"{name} must be a bool tensor (True = masked out) or a real floating additive mask, "
+        f"got dtype {mask.dtype}"
+    )
+
+
+def attention_bias(
+    attn_mask: Tensor | None,
+    key_padding_mask: Tensor | None,
+    *,
+    batch: int,
+    heads: int,
+    t_q: int,
+    t_k: int,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor | None:
+    """Merge ``attn_mask`` and ``key_padding_mask`` into one additive real bias.
+
+    Conventions follow :class:`torch.nn.MultiheadAttention`: a bool mask is True where
+    attention is NOT allowed; a floating mask is added to the (scaled) scores.
+
+    Args:
+        attn_mask: (Tq, Tk), (B, Tq, Tk), (B * H, Tq, Tk), or 4-D broadcastable to
+            (B, H, Tq, Tk); or None.
+        key_padding_mask: (B, Tk), True at padding keys; or None.
+        batch, heads, t_q, t_k: the attention sizes.
+        dtype: dtype of the returned bias.
+
+    Returns:
+        None, or a real bias broadcastable to (B, H, Tq, Tk) (with its last two dims full).
+
+    Raises:
+        ValueError: a mask of the wrong shape or dtype, naming the shapes allowed.
+    """
+    bias = None
+    if attn_mask is not None:
+        shape = tuple(attn_mask.shape)
+        allowed = (
+            f"allowed: ({t_q}, {t_k}), ({batch}, {t_q}, {t_k}), ({batch * heads}, {t_q}, {t_k}) "
+            f"or 4-D broadcastable to ({batch}, {heads}, {t_q}, {t_k})"
+        )
+        if attn_mask.dim() not in (2, 3, 4) or shape[-2:] != (t_q, t_k):
+            raise ValueError(f"attn_mask has shape {shape}; {allowed}")
+        m = attn_mask
+        if m.dim() == 2:
+            m = m[None, None]
+        elif m.dim() == 3:
+            if shape[0] == batch * heads:
+                m = m.reshape(batch, heads, t_q, t_k)
+            elif shape[0] in (batch, 1):
+                m = m[:, None]
+            else:
+                raise ValueError(f"attn_mask has shape {shape}; {allowed}")
+        elif shape[0] not in (1, batch) or shape[1] not in (1, heads):
+            raise ValueError(f"attn_mask has shape {shape}; {allowed}")
+        bias = _mask_to_bias(m, dtype, "attn_mask")
+    if key_padding_mask is not None:
+        shape = tuple(key_padding_mask.shape)
+        if shape != (batch, t_k):
+            raise ValueError(
+                f"key_padding_mask has shape {shape}; allowed: (batch, key length) = "
+                f"({batch}, {t_k})"
+            )
+        kp = _mask_to_bias(key_padding_mask, dtype, "key_padding_mask")[:, None, None, :]
+        bias = kp if bias is None else bias + kp
+    if bias is not None and bias.shape[-2] != t_q:
+        bias = bias.expand(*bias.shape[:-2], t_q, t_k)
+    return bias
+
+
+def _masked_softmax(z: Tensor, bias: Tensor | None) -> Tensor:
+    """softmax(z + bias) over the last dim; a row with every key masked gives zeros, not NaN."""
+    if bias is None:
+        return torch.softmax(z, dim=-1)
+    z = z + bias
+    ok = torch.isfinite(z).any(-1, keepdim=True)  # rows with at least one key
+    z = torch.where(ok, z, torch.zeros_like(z))
+    return torch.softmax(z, dim=-1) * ok
+
+
+class _Modulus(torch.autograd.Function):
+    """|z| from stacked (Re, Im) in dim -3: (..., 2, M, N) -> (..., M, N).
+
+    The gradient (Re, Im)/|z| is taken as 0 where z == 0 (no NaN, like torch.abs on complex).
+    """
+
+    @staticmethod
+    def forward(ctx, ri: Tensor) -> Tensor:
+        m = torch.hypot(ri.select(-3, 0), ri.select(-3, 1))
+        ctx.save_for_backward(ri, m)
+        return m
+
+    @staticmethod
+    def backward(ctx, g: Tensor) -> Tensor:
+        ri, m = ctx.saved_tensors
+        return ri * (g * _reciprocal_or_zero(m)).unsqueeze(-3)
+
+
+def _reciprocal_or_zero(m: Tensor) -> Tensor:
+    """1/m where m > 0, 0 where m == 0 (m >= 0)."""
+    return torch.where(m > 0, m, torch.full_like(m, float("inf"))).reciprocal_()
+
+
+class _SafeReciprocal(torch.autograd.Function):
+    """1/m for m > 0 and 0 for m == 0 (m >= 0), with the gradient -1/m^2 (0 at m == 0)."""
+
+    @staticmethod
+    def forward(ctx, m: Tensor) -> Tensor:
+        r = _reciprocal_or_zero(m)
+        ctx.save_for_backward(r)
+        return r
+
+    @staticmethod
+    def backward(ctx, g: Tensor) -> Tensor:
+        (r,) = ctx.saved_tensors
+        return -g * r * r
+
+
+def _polar_weights(ri: Tensor, bias: Tensor | None, phase: bool) -> tuple[Tensor, Tensor | None]:
+    """softmax(|S|) from stacked (Re S, Im S) (..., 2, M, N); with ``phase`` also the scale
+    softmax(|S|)/|S| (0 where S = 0) such that the phase weights are ri * scale."""
+    m = _Modulus.apply(ri)  # (..., M, N)
+    a = _masked_softmax(m, bias)
+    return a, (a * _SafeReciprocal.apply(m) if phase else None)
+
+
+def complex_softmax(logits: Tensor, score: str, bias: Tensor | None = None) -> Tensor:
+    """Attention weights from scaled complex scores S = Q K^H / sqrt(d) over the last dim.
+
+    * ``"real"``: softmax(Re S) (real weights).
+    * ``"modulus"``: softmax(|S|) (real weights; Eilers & Jiang 2023, the CmplxBERT choice).
+    * ``"split"``: softmax(Re S) + j softmax(Im S) (complex weights; complextorch's CVSoftMax).
+    * ``"phase"``: softmax(|S|) * S/|S| (complex weights, phase-preserving; 0 where S = 0).
+
+    ``bias`` (additive, -inf = masked) is added to each real logit before its softmax. A row
+    whose keys are all masked gets all-zero weights (as torch's SDPA), not NaN.
+    """
+    check_choice(score, "score", SCORES, "complex_softmax")
+    if not logits.is_complex():
+        logits = logits.to(torch.complex128 if logits.dtype == torch.float64 else torch.complex64)
+    re, im = logits.real, logits.imag
+    if score == "real":
+        return _masked_softmax(re, bias)
+    if score == "split":
+        return torch.complex(_masked_softmax(re, bias), _masked_softmax(im, bias))
+    ri = torch.stack([re, im], dim=-3)  # (..., 2, M, N)
+    a, sc = _polar_weights(ri, bias, phase=score == "phase")
+    if sc is None:
+        return a
+    return torch.complex(re * sc, im * sc)
+
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    score: str = "real",
+    bias: Tensor | None = None,
+    is_causal: bool = False,
+    q_offset: int = 0,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Complex scaled-dot-product attention with Hermitian scores S = scale * Q K^H.
+
+    ``score="real"`` without ``need_weights`` is exact and fused: Re(q . conj k) =
+    Re q . Re k + Im q . Im k, so softmax(Re S) is the ordinary real attention of the
+    (re, im)-interleaved real views of q and k (2 d_k real features, ``scale`` passed
+    explicitly), and the real weights multiply Re V and Im V alike, so V's interleaved real
+    view (2 d_v features) is the value tensor: ONE call of
+    :func:`complexformer.attention.functional.attention` (torch SDPA: flash / memory-efficient
+    kernels, O(T) memory, no T x T complex tensor, no copies). ``score="split"`` is fused
+    too: Im(q . conj k) = Re((-j q) . conj k), so softmax(Re S) V + j softmax(Im S) V is two
+    such calls (the two softmaxes then get independent dropout masks). ``"modulus"`` and
+    ``"phase"`` (and ``need_weights``) are computed explicitly with :func:`complex_softmax`.
+
+    Args:
+        q: complex (B, H, Tq, d_k); k: complex (B, H, Tk, d_k); v: complex (B, H, Tk, d_v).
+        score: ``"real"``, ``"modulus"``, ``"split"`` or ``"phase"``.
+        bias: additive real bias broadcastable to (B, H, Tq, Tk) (see :func:`attention_bias`).
+        is_causal: mask keys after each query; queries sit at positions q_offset ..
+            q_offset + Tq - 1 and keys at 0 .. Tk - 1 (KV-cache decoding).
+        q_offset: absolute position of the first query.
+        scale: score scale; default 1/sqrt(d_k).
+        dropout_p: dropout on the attention weights (real weights: torch's dropout; "phase":
+            one mask for Re and Im of a weight; "split": one mask per real softmax).
+        need_weights: also return the (pre-dropout) attention weights (B, H, Tq, Tk): real for
+            ``"real"``/``"modulus"``, complex for ``"split"``/``"phase"``.
+
+    Returns:
+        (output complex (B, H, Tq, d_v), weights or None).
+    """
+    check_choice(score, "score", SCORES, "scaled_dot_product_attention")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    if is_causal and q.shape[-2] == 1 and q_offset >= k.shape[-2] - 1:
+        is_causal = False  # one decoding query at or after the last key sees every key
+    if score in ("real", "split") and not need_weights:
+        kr, vr = as_real_interleaved(k), as_real_interleaved(v)  # (B, H, Tk, 2 d_k / 2 d_v)
+
+        def fused(qq: Tensor) -> Tensor:  # softmax(Re(qq K^H) scale + bias) V: one real SDPA
+            out = _real_sdpa(as_real_interleaved(qq), kr, vr, is_causal=is_causal,
+                             q_offset=q_offset, scale=scale, bias=bias, dropout_p=dropout_p)
+            return as_complex_interleaved(out)  # (B, H, Tq, d_v)
+
+        out = fused(q)
+        if score == "split":  # Im(q conj k) = Re((-j q) conj k): softmax(Im S) V is fused too
+            out = out + 1j * fused(-1j * q)
+        return out, None
+    t_q, t_k = q.shape[-2], k.shape[-2]
+    qr, kr, vr = as_real_interleaved(q), as_real_interleaved(k), as_real_interleaved(v)
+    kt = kr.transpose(-2, -1)  # (B, H, 2 d_k, Tk)
+    if is_causal:
+        allowed = causal_mask(t_q, t_k, q_offset, device=q.device)
+        causal = torch.zeros(allowed.shape, dtype=qr.dtype, device=q.device)
+        causal = causal.masked_fill_(~allowed, float("-inf"))
+        bias = causal if bias is None else bias + causal
+    drop = (lambda w: F.dropout(w, dropout_p)) if dropout_p > 0.0 else (lambda w: w)
+    if score == "real":  # only Re S is needed: one real GEMM on 2 d_k features
+        weights = _masked_softmax((qr * scale) @ kt, bias)  # (B, H, Tq, Tk)
+        return as_complex_interleaved(drop(weights).to(vr.dtype) @ vr), (
+            weights if need_weights else None)
+    # Re S and Im S = Re((-j q) conj k) from ONE real GEMM of the stacked [q; -j q] with k
+    qq = torch.stack([qr, as_real_interleaved(-1j * q)], dim=-3) * scale  # (B, H, 2, Tq, 2d_k)
+    ri = (qq.flatten(-3, -2) @ kt).unflatten(-2, (2, t_q))  # (B, H, 2, Tq, Tk)
+    bias2 = None if bias is None else bias.unsqueeze(-3)  # broadcast over (Re, Im)
+    if score == "split":  # two real softmaxes, two independent dropout masks
+        w = _masked_softmax(ri, bias2)  # (B, H, 2, Tq, Tk)
+        weights = torch.complex(w[..., 0, :, :], w[..., 1, :, :]) if need_weights else None
+        w = drop(w)
+    else:
+        a, sc = _polar_weights(ri, bias, phase=score == "phase")
+        if score == "modulus":  # real weights: (Re V, Im V) in one real GEMM
+            out = as_complex_interleaved(drop(a).to(vr.dtype) @ vr)
+            return out, (a if need_weights else None)
+        # phase: a S/|S| = (a/|S|) (Re S + j Im S); one dropout mask for both parts
+        weights = torch.complex(ri[..., 0, :, :] * sc, ri[..., 1, :, :] * sc) if need_weights \
+            else None
+        w = ri * drop(sc).unsqueeze(-3)  # (B, H, 2, Tq, Tk)
+    # complex weights (w_re + j w_im) V = w_re V + j (w_im V): ONE real GEMM on stacked rows
+    o = (w.to(vr.dtype).flatten(-3, -2) @ vr).unflatten(-2, (2, t_q))  # (B, H, 2, Tq, 2d_v)
+    out = as_complex_interleaved(o[..., 0, :, :]) + 1j * as_complex_interleaved(o[..., 1, :, :])
+    return out, (weights if need_weights else None)
