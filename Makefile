@@ -9,7 +9,7 @@ TORCH_INDEX ?=
 PIP_TORCH_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 # `make run`: about 5 minutes on 2 CPU cores (data preparation is cached after the first run).
 RUN_OUT   ?= runs/default
-RUN_STEPS ?= 300
+RUN_STEPS ?= 400
 RUN_ARGS  ?=
 PYTEST_ARGS ?=
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DEFAULT_PROMPT = "import os\n\n\ndef "
+DEFAULT_PROMPT = "import os\n\n\ndef"
 
 _EPILOG_TRAIN = """\
 examples:
