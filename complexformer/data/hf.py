@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .._optional import require
 from .cache import hash_strings
 from .corpus import Corpus, SplitStats, check_not_empty
 from .splits import DEFAULT_FRACTIONS, SPLITS, check_fractions, check_split, split_of
@@ -32,22 +33,8 @@ _FINGERPRINT_VERSION = "hf-v1"
 
 
 def import_datasets() -> Any:
-    """Import the optional ``datasets`` package.
-
-    Returns:
-        The ``datasets`` module.
-
-    Raises:
-        ImportError: with the install command, if it is not installed.
-    """
-    try:
-        import datasets
-    except ImportError as e:
-        raise ImportError(
-            "hf: corpora need the Hugging Face `datasets` package, which is not installed; "
-            "install it with `pip install complexformer[hf]` (or `pip install datasets`)"
-        ) from e
-    return datasets
+    """Import the optional ``datasets`` package (ImportError with the install command)."""
+    return require("datasets", "hf", "hf: corpora")
 
 
 class HFCorpus(Corpus):

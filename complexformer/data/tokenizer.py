@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._optional import require
 from .cache import atomic_write, hash_strings
 
 __all__ = ["EOT_TOKEN", "META_FILE", "Tokenizer", "import_transformers", "load_tokenizer"]
@@ -40,22 +41,8 @@ _KINDS = ("bpe", "hf")
 
 
 def import_transformers() -> Any:
-    """Import the optional ``transformers`` package.
-
-    Returns:
-        The ``transformers`` module.
-
-    Raises:
-        ImportError: with the install command, if it is not installed.
-    """
-    try:
-        import transformers
-    except ImportError as e:
-        raise ImportError(
-            "Hugging Face tokenizers need the `transformers` package, which is not installed; "
-            "install it with `pip install complexformer[hf]` (or `pip install transformers`)"
-        ) from e
-    return transformers
+    """Import the optional ``transformers`` package (ImportError with the install command)."""
+    return require("transformers", "hf", "Hugging Face tokenizers")
 
 
 class Tokenizer:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._optional import require
 from .checkpoint import atomic_write_text
 from .plot import read_metrics
 
@@ -78,11 +79,5 @@ def open_tensorboard(log_dir: Path) -> Any:
 
 def check_tensorboard() -> None:
     """Raise a clear ImportError if TensorBoard logging is unavailable."""
-    try:
-        import tensorboard  # noqa: F401
-        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
-    except ImportError as e:
-        raise ImportError(
-            "tensorboard=True needs the `tensorboard` package; install it with "
-            "`pip install 'complexformer[tensorboard]'`"
-        ) from e
+    require("tensorboard", "tensorboard", "TensorBoard logging (tensorboard=True)")
+    require("torch.utils.tensorboard", "tensorboard", "TensorBoard logging (tensorboard=True)")

@@ -225,7 +225,7 @@ def test_train_split_must_not_be_empty(tmp_path):
 
 def test_hf_without_datasets_raises_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
-    with pytest.raises(ImportError, match=r"pip install complexformer\[hf\]"):
+    with pytest.raises(ImportError, match=r"pip install 'complexformer\[hf\]'"):
         load_corpus("hf:Salesforce/wikitext:wikitext-103-raw-v1")
 
 

@@ -147,9 +147,9 @@ def test_cache_dir_from_environment(tmp_path, monkeypatch):
 
 def test_hf_tokenizer_needs_transformers(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "transformers", None)
-    with pytest.raises(ImportError, match=r"pip install complexformer\[hf\]"):
+    with pytest.raises(ImportError, match=r"pip install 'complexformer\[hf\]'"):
         Tokenizer.from_pretrained("gpt2")
-    with pytest.raises(ImportError, match=r"pip install complexformer\[hf\]"):
+    with pytest.raises(ImportError, match=r"pip install 'complexformer\[hf\]'"):
         load_tokenizer(tmp_path / "not-a-dir-so-a-hub-name")
 
 
