@@ -96,15 +96,16 @@ def _check_layout(layout: str) -> None:
 def _split_pairs(x: Tensor, dtype: torch.dtype, layout: str) -> tuple[Tensor, Tensor]:
     """The two members of each pair as (re, im), each (..., T, J), in ``dtype``.
 
-    ``"interleaved"`` (the paper's pairs (x[2j], x[2j+1])) makes contiguous copies: several
-    elementwise kernels (atan2 in particular) are an order of magnitude slower on stride-2
-    views on CPU. ``"halves"`` (pairs (x[j], x[j+J])) returns views; callers must not write
-    into them.
+    ``"interleaved"`` is the paper's pairs (x[2j], x[2j+1]), ``"halves"`` pairs (x[j], x[j+J]).
+    Both are returned as contiguous copies: on CPU several elementwise kernels (atan2 and
+    hypot in particular) run an order of magnitude slower on strided views.
     """
     j = x.shape[-1] // 2
     if layout == "halves":
-        return x[..., :j].to(dtype), x[..., j:].to(dtype)
-    both = x.to(dtype).unflatten(-1, (j, 2)).movedim(-1, 0).contiguous()  # (2, ..., T, J)
+        both = x.to(dtype).unflatten(-1, (2, j)).movedim(-2, 0)  # (2, ..., T, J)
+    else:
+        both = x.to(dtype).unflatten(-1, (j, 2)).movedim(-1, 0)  # (2, ..., T, J)
+    both = both.contiguous()  # atan2 / hypot vectorise only on contiguous memory
     return both[0], both[1]
 
 
@@ -242,7 +243,7 @@ class _PolarRotate(torch.autograd.Function):
             pw = pos[..., t0:t1, None] * omega.to(pdt)
             phase = _rotated_phase(theta.clone() if want_d else theta, d, b, pw)
             cos_a, sin_a = torch.cos(phase), phase.sin_()
-            g_c, g_s = _split_pairs(grad[..., t0:t1, :], pdt, layout)  # views: no writes
+            g_c, g_s = _split_pairs(grad[..., t0:t1, :], pdt, layout)
             g_l = torch.mul(g_c, cos_a).addcmul_(g_s, sin_a)
             big_g = torch.mul(g_s, cos_a).addcmul_(g_c, sin_a, value=-1.0)
             del cos_a, sin_a, g_c
