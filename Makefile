@@ -34,7 +34,9 @@ test-slow: venv
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 bench: venv
-	$(PY) benchmarks/attention.py
+	$(PY) benchmarks/attention.py --threads 1
+	$(PY) benchmarks/train.py --threads 1
+	$(PY) benchmarks/complex_attention.py --threads 1
 
 lint: venv
 	$(VENV)/bin/ruff check complexformer tests benchmarks
