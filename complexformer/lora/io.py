@@ -1,0 +1,212 @@
+"""Saving / loading complex LoRA adapters and counting trainable parameters.
+
+Only the adapter state is written (Tamburini 2024 trains only the adapters, complex biases,
+norms and heads; the real pre-trained weights are the base model's own and are not copied):
+``adapter_model.safetensors`` (real tensors; every complex quantity is stored as (..., 2)) and
+``adapter_config.json`` (the :class:`ComplexLoRAConfig` under ``"lora"`` plus a description
+of the base model). Both files are written atomically (temporary file in the same folder,
+then :func:`os.replace`), so a crash never leaves a half-written adapter.
+
+"Adapter state" = every parameter of the model except the frozen real base weights, i.e.
+all parameters that are not inside a ``base_layer``, plus those inside one that were made
+trainable (a freshly created MLM head, ``train_heads="full"``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from .config import ComplexLoRAConfig
+from .layers import complex_lora_layers
+
+__all__ = [
+    "ADAPTER_CONFIG_NAME",
+    "ADAPTER_WEIGHTS_NAME",
+    "LoadResult",
+    "adapter_state_dict",
+    "atomic_write_text",
+    "load_adapters",
+    "print_trainable_parameters",
+    "save_adapters",
+    "trainable_parameter_counts",
+]
+
+ADAPTER_WEIGHTS_NAME = "adapter_model.safetensors"
+ADAPTER_CONFIG_NAME = "adapter_config.json"
+_FORMAT = "complexformer-complex-lora"
+
+
+def _is_base(name: str) -> bool:
+    return name.startswith("base_layer.") or ".base_layer." in name
+
+
+def adapter_state_dict(model: nn.Module) -> dict[str, Tensor]:
+    """Name -> parameter for everything but the frozen real base weights (no copies)."""
+    return {name: p for name, p in model.named_parameters()
+            if p.requires_grad or not _is_base(name)}
+
+
+def _atomic_replace(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and :func:`os.replace`."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+
+    _atomic_replace(Path(path), write)
+
+
+def _model_config(model: nn.Module, config: ComplexLoRAConfig | None) -> ComplexLoRAConfig:
+    if config is not None:
+        return config
+    cfg = getattr(model, "lora_config", None)
+    if isinstance(cfg, ComplexLoRAConfig):
+        return cfg
+    for _, layer in complex_lora_layers(model):  # a plain module with LoRA layers inside
+        if layer.r > 0:
+            alpha = None if layer.alpha == layer.r else layer.alpha
+            return ComplexLoRAConfig(r=layer.r, alpha=alpha, init=layer.init,
+                                     complex_bias=getattr(layer, "bias_c", None) is not None)
+    raise ValueError("save_adapters: the model has no complex LoRA layer and no lora_config")
+
+
+def save_adapters(model: nn.Module, directory: str | os.PathLike,
+                  config: ComplexLoRAConfig | None = None) -> Path:
+    """Write the adapter state and config of ``model`` into ``directory``.
+
+    Args:
+        model: a complexified model (:func:`complexformer.models.cbert.complexify`) or any
+            module containing :class:`ComplexLoRALinear` / :class:`ComplexLoRAEmbedding`.
+        directory: created if missing; existing adapter files are replaced atomically.
+        config: the config to record (default: ``model.lora_config``, else inferred).
+
+    Returns:
+        the directory as a Path.
+    """
+    from safetensors.torch import save_file
+
+    out = Path(directory)
+    cfg = _model_config(model, config)
+    state = {k: v.detach().to("cpu").contiguous().clone()
+             for k, v in adapter_state_dict(model).items()}
+    meta = {"format": _FORMAT, "version": 1, "lora": cfg.to_dict()}
+    describe = getattr(model, "adapter_metadata", None)
+    if callable(describe):
+        meta["base_model"] = describe()
+    _atomic_replace(out / ADAPTER_WEIGHTS_NAME,
+                    lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    atomic_write_text(out / ADAPTER_CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True)
+                      + "\n")
+    return out
+
+
+@dataclass
+class LoadResult:
+    """Keys of the model's adapter state absent from the file, and keys of the file unused."""
+
+    missing_keys: list[str] = field(default_factory=list)
+    unexpected_keys: list[str] = field(default_factory=list)
+
+
+def _short(keys: list[str], n: int = 6) -> str:
+    more = f" ... (+{len(keys) - n} more)" if len(keys) > n else ""
+    return ", ".join(keys[:n]) + more
+
+
+def load_adapters(model: nn.Module, directory: str | os.PathLike,
+                  strict: bool = True) -> LoadResult:
+    """Load adapters written by :func:`save_adapters` into ``model`` (in place).
+
+    Args:
+        model: a model with the same adapter layout (e.g. a fresh ``complexify`` of the same
+            base with the same config).
+        directory: the folder with ``adapter_model.safetensors`` and ``adapter_config.json``.
+        strict: raise if the file and the model's adapter state have different keys; with
+            ``strict=False`` the common keys are loaded (e.g. encoder adapters from MLM
+            pre-training into a classification model) and the differences returned.
+
+    Raises:
+        FileNotFoundError: a file is missing.
+        ValueError: a different rank, a shape mismatch, or (strict) missing/unexpected keys.
+    """
+    from safetensors.torch import load_file
+
+    d = Path(directory)
+    wpath, cpath = d / ADAPTER_WEIGHTS_NAME, d / ADAPTER_CONFIG_NAME
+    for p in (wpath, cpath):
+        if not p.is_file():
+            raise FileNotFoundError(f"load_adapters: {p} does not exist")
+    meta = json.loads(cpath.read_text(encoding="utf-8"))
+    saved_cfg = ComplexLoRAConfig.from_dict(meta.get("lora", {}))
+    model_cfg = getattr(model, "lora_config", None)
+    if isinstance(model_cfg, ComplexLoRAConfig) and model_cfg.r != saved_cfg.r:
+        raise ValueError(f"load_adapters: the adapters in {d} have rank r={saved_cfg.r}, the "
+                         f"model has r={model_cfg.r}")
+    state = load_file(str(wpath))
+    own = adapter_state_dict(model)
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    if strict and (missing or unexpected):
+        raise ValueError(f"load_adapters: adapter keys differ from the model's: missing "
+                         f"[{_short(missing)}], unexpected [{_short(unexpected)}]; "
+                         "pass strict=False to load the common keys")
+    bad = [f"{k}: file {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
+           for k in own if k in state and state[k].shape != own[k].shape]
+    if bad:
+        raise ValueError(f"load_adapters: shape mismatch for {_short(bad, 4)}")
+    merged = [m for _, m in complex_lora_layers(model) if m.merged]
+    with torch.no_grad():
+        for k, p in own.items():
+            if k in state:
+                p.copy_(state[k].to(p.device, p.dtype))
+    for m in merged:  # refresh merged weights from the loaded adapters
+        m.unmerge()
+        m.merge()
+    return LoadResult(missing, unexpected)
+
+
+def trainable_parameter_counts(model: nn.Module) -> tuple[int, int]:
+    """(trainable, all) numbers of REAL parameter entries (a complex entry counts 2)."""
+    seen, trainable, total = set(), 0, 0
+    for p in model.parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+        trainable += p.numel() if p.requires_grad else 0
+    return trainable, total
+
+
+def print_trainable_parameters(model: nn.Module) -> str:
+    """Print (and return) a peft-like line: trainable params, all params, trainable %."""
+    t, a = trainable_parameter_counts(model)
+    name = getattr(model, "name", None)
+    line = (f"trainable params: {t:,} || all params: {a:,} || trainable%: "
+            f"{100.0 * t / max(a, 1):.4f}")
+    if isinstance(name, str):
+        line = f"{name}: {line}"
+    print(line)
+    return line
+

@@ -1,0 +1,109 @@
+"""save_adapters / load_adapters round trip, strictness, print_trainable_parameters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from lora_testlib import batch, tiny_model
+from torch import nn
+from torch.testing import assert_close
+
+pytest.importorskip("transformers")
+
+from complexformer.lora import (  # noqa: E402
+    ComplexLoRALinear,
+    adapter_state_dict,
+    load_adapters,
+    merge_adapters,
+    print_trainable_parameters,
+    save_adapters,
+)
+from complexformer.models.cbert import complexify  # noqa: E402
+
+
+def _perturb(model, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for _, p in adapter_state_dict(model).items():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+
+
+def test_lora_save_load_round_trip_into_a_fresh_model(tmp_path):
+    cb = complexify(tiny_model("BertForMaskedLM"), r=3).eval()
+    _perturb(cb)
+    ids, mask, _ = batch()
+    with torch.no_grad():
+        y = cb(ids, attention_mask=mask).logits
+    save_adapters(cb, tmp_path / "ad")
+    files = sorted(p.name for p in (tmp_path / "ad").iterdir())
+    assert files == ["adapter_config.json", "adapter_model.safetensors"]  # no temp leftovers
+    meta = json.loads((tmp_path / "ad" / "adapter_config.json").read_text())
+    assert meta["lora"]["r"] == 3 and meta["base_model"]["name"] == "CmplxBERTLoRA_3"
+    from safetensors.torch import load_file
+
+    saved = load_file(str(tmp_path / "ad" / "adapter_model.safetensors"))
+    assert not any("base_layer" in k for k in saved)  # only adapter / trainable state
+    assert all(not t.is_complex() for t in saved.values())
+
+    fresh = complexify(tiny_model("BertForMaskedLM"), r=3).eval()
+    with torch.no_grad():
+        assert not torch.allclose(fresh(ids, attention_mask=mask).logits, y)
+    res = load_adapters(fresh, tmp_path / "ad")
+    assert res.missing_keys == [] and res.unexpected_keys == []
+    with torch.no_grad():
+        assert torch.equal(fresh(ids, attention_mask=mask).logits, y)
+
+
+def test_lora_load_refreshes_merged_layers_and_fresh_mlm_head(tmp_path):
+    cb = complexify(tiny_model("BertModel"), r=2, add_mlm_head=True).eval()
+    _perturb(cb, seed=1)
+    ids, mask, _ = batch()
+    with torch.no_grad():
+        y = cb(ids, attention_mask=mask).logits
+    save_adapters(cb, tmp_path)
+    fresh = complexify(tiny_model("BertModel"), r=2, add_mlm_head=True).eval()
+    merge_adapters(fresh)
+    load_adapters(fresh, tmp_path)
+    with torch.no_grad():
+        assert_close(fresh(ids, attention_mask=mask).logits, y, atol=1e-4, rtol=1e-4)
+
+
+def test_lora_load_strictness_and_transfer_to_classification(tmp_path):
+    cb = complexify(tiny_model("BertForMaskedLM"), r=2)
+    _perturb(cb)
+    save_adapters(cb, tmp_path)
+    clf = complexify(tiny_model("BertForSequenceClassification"), r=2)
+    with pytest.raises(ValueError, match="missing.*classifier.*unexpected.*cls.predictions"):
+        load_adapters(clf, tmp_path)
+    res = load_adapters(clf, tmp_path, strict=False)  # encoder adapters from MLM training
+    assert "classifier.lora_A" in res.missing_keys
+    assert "cls.predictions.decoder.lora_A" in res.unexpected_keys
+    q = "bert.encoder.layer.0.attention.self.query.lora_B"
+    assert torch.equal(dict(clf.named_parameters())[q], dict(cb.named_parameters())[q])
+    with pytest.raises(ValueError, match="rank r=2, the model has r=4"):
+        load_adapters(complexify(tiny_model("BertForMaskedLM"), r=4), tmp_path)
+    with pytest.raises(FileNotFoundError):
+        load_adapters(cb, tmp_path / "nope")
+
+
+def test_lora_save_load_plain_module(tmp_path):
+    torch.manual_seed(0)
+    net = nn.Sequential(ComplexLoRALinear(nn.Linear(4, 4), r=2))
+    _perturb(net)
+    save_adapters(net, tmp_path)
+    assert json.loads((tmp_path / "adapter_config.json").read_text())["lora"]["r"] == 2
+    torch.manual_seed(0)
+    other = nn.Sequential(ComplexLoRALinear(nn.Linear(4, 4), r=2))
+    load_adapters(other, tmp_path)
+    x = torch.randn(3, 4, dtype=torch.complex64)
+    assert torch.equal(other(x), net(x))
+
+
+def test_lora_print_trainable_parameters(capsys):
+    cb = complexify(tiny_model("BertModel"), r=2)
+    line = print_trainable_parameters(cb)
+    assert capsys.readouterr().out.strip() == line
+    assert line.startswith("CmplxBERTLoRA_2: trainable params: ")
+    assert "|| all params: " in line and "|| trainable%: " in line

@@ -1,0 +1,175 @@
+"""ComplexLoRALinear / ComplexLoRAEmbedding: init equals base, formula, merge, counts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+from complexformer.lora import (
+    ComplexLoRAEmbedding,
+    ComplexLoRALinear,
+    merge_adapters,
+    trainable_parameter_counts,
+    unmerge_adapters,
+)
+
+
+def _crandn(*shape, seed=0, dtype=torch.complex64):
+    return torch.randn(*shape, dtype=dtype, generator=torch.Generator().manual_seed(seed))
+
+
+def _randomise(layer, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in (layer.lora_A, layer.lora_B, getattr(layer, "bias_c", None)):
+            if p is not None:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+
+
+def _linear(i=7, o=5, seed=0):
+    torch.manual_seed(seed)
+    return nn.Linear(i, o)
+
+
+@pytest.mark.parametrize("init", ["zero_b", "zero_a"])
+def test_lora_linear_fresh_equals_base(init):
+    base = _linear()
+    layer = ComplexLoRALinear(base, r=3, init=init)
+    x = _crandn(2, 4, 7)
+    w, b = base.weight.detach(), base.bias.detach()
+    expect = torch.complex(x.real @ w.T + b, x.imag @ w.T)  # W·Re x + b + j W·Im x
+    assert_close(layer(x), expect)
+    xr = torch.randn(4, 7)
+    y = layer(xr)  # a real input is lifted (Im = 0)
+    assert y.dtype == torch.complex64
+    assert_close(y.real, base(xr))
+    assert torch.equal(y.imag, torch.zeros_like(y.imag))
+
+
+def test_lora_linear_formula_with_scaling():
+    base = _linear().double()
+    layer = ComplexLoRALinear(base, r=2, alpha=6.0)
+    assert layer.scaling == 3.0
+    _randomise(layer)
+    x = _crandn(3, 7, dtype=torch.complex128)
+    a, bb = layer.complex_A, layer.complex_B
+    w = base.weight.detach().to(torch.complex128) + 3.0 * a @ bb.conj().T
+    bias = base.bias.detach() + torch.view_as_complex(layer.bias_c.detach())
+    assert_close(layer(x), x @ w.T + bias)
+
+
+def test_lora_embedding_fresh_equals_base_and_formula():
+    torch.manual_seed(0)
+    base = nn.Embedding(11, 6, padding_idx=0)
+    layer = ComplexLoRAEmbedding(base, r=2)
+    idx = torch.tensor([[0, 3, 10], [4, 4, 1]])
+    y = layer(idx)
+    assert y.dtype == torch.complex64
+    assert_close(y.real, base(idx))
+    assert torch.equal(y.imag, torch.zeros_like(y.imag))
+    _randomise(layer)
+    table = base.weight.detach() + layer.complex_A @ layer.complex_B.conj().T  # E + A·Bᴴ
+    assert_close(layer(idx), table.detach()[idx])
+
+
+@pytest.mark.parametrize("kind", ["linear", "embedding"])
+def test_lora_merge_equals_unmerged_idempotent_and_unmerge_restores(kind):
+    if kind == "linear":
+        base = _linear()
+        layer = ComplexLoRALinear(base, r=3, alpha=4.0)
+        x = _crandn(2, 5, 7)
+    else:
+        torch.manual_seed(0)
+        base = nn.Embedding(13, 6)
+        layer = ComplexLoRAEmbedding(base, r=3)
+        x = torch.randint(0, 13, (2, 5))
+    _randomise(layer, seed=3)
+    w0 = base.weight.detach().clone()
+    y0 = layer(x)
+    layer.merge()
+    assert layer.merged and layer.merged_weight.dtype == torch.float32
+    y1 = layer(x)
+    assert_close(y1, y0)
+    m1 = layer.merged_weight.clone()
+    layer.merge()  # twice: nothing changes
+    assert torch.equal(layer.merged_weight, m1)
+    assert torch.equal(layer(x), y1)
+    assert torch.equal(base.weight, w0)  # the frozen base is never written
+    layer.unmerge()
+    layer.unmerge()
+    assert not layer.merged and layer.merged_weight is None
+    assert torch.equal(layer(x), y0)
+    assert "merged_weight" not in layer.state_dict()
+
+
+def test_lora_merge_adapters_on_a_module_tree():
+    torch.manual_seed(0)
+    net = nn.ModuleDict({"a": ComplexLoRALinear(nn.Linear(4, 4), r=2),
+                         "b": ComplexLoRALinear(nn.Linear(4, 3), r=2)})
+    for m in net.values():
+        _randomise(m)
+    x = _crandn(5, 4)
+    y0 = net["b"](net["a"](x))
+    merge_adapters(net)
+    assert all(m.merged for m in net.values())
+    assert_close(net["b"](net["a"](x)), y0)
+    unmerge_adapters(net)
+    assert torch.equal(net["b"](net["a"](x)), y0)
+
+
+def test_lora_frozen_base_bit_identical_after_optimizer_steps():
+    base = _linear()
+    emb = nn.Embedding(9, 7)
+    lin = ComplexLoRALinear(base, r=2)
+    le = ComplexLoRAEmbedding(emb, r=2)
+    snap = {k: v.clone() for k, v in [("w", base.weight), ("b", base.bias),
+                                      ("e", emb.weight)]}
+    a0, b0 = lin.lora_A.detach().clone(), lin.lora_B.detach().clone()
+    params = [p for p in (*lin.parameters(), *le.parameters()) if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1)
+    idx = torch.tensor([[1, 2, 3], [4, 5, 8]])
+    for _ in range(3):
+        y = lin(le(idx))
+        loss = (y.abs() ** 2).mean() + y.imag.mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert torch.equal(base.weight, snap["w"]) and torch.equal(base.bias, snap["b"])
+    assert torch.equal(emb.weight, snap["e"])
+    assert not base.weight.requires_grad and base.weight.grad is None
+    assert not torch.equal(lin.lora_B, b0)  # B (zero at init) moved
+    assert not torch.equal(lin.lora_A, a0)
+
+
+@pytest.mark.parametrize("i,o,r,bias", [(7, 5, 3, True), (16, 4, 1, True), (5, 9, 4, False)])
+def test_lora_linear_parameter_count_formula(i, o, r, bias):
+    layer = ComplexLoRALinear(nn.Linear(i, o), r=r, complex_bias=bias)
+    trainable, total = trainable_parameter_counts(layer)
+    assert trainable == 2 * r * (i + o) + (2 * o if bias else 0)
+    assert total == trainable + o * i + o
+    assert all(not p.is_complex() for p in layer.parameters())
+    e = ComplexLoRAEmbedding(nn.Embedding(i, o), r=r)
+    assert trainable_parameter_counts(e)[0] == 2 * r * (i + o)
+
+
+def test_lora_rank_zero_is_the_lifted_base():
+    base = _linear()
+    layer = ComplexLoRALinear(base, r=0, complex_bias=False)
+    assert trainable_parameter_counts(layer)[0] == 0
+    x = _crandn(3, 7)
+    assert_close(layer(x), torch.complex(base(x.real), x.imag @ base.weight.detach().T))
+
+
+def test_lora_layer_errors():
+    with pytest.raises(ValueError, match="torch.nn.Linear.*Embedding"):
+        ComplexLoRALinear(nn.Embedding(3, 4))
+    with pytest.raises(ValueError, match="r must be an integer >= 0.*-1"):
+        ComplexLoRALinear(nn.Linear(3, 4), r=-1)
+    with pytest.raises(ValueError, match="unknown init 'zeros'.*'zero_b'"):
+        ComplexLoRALinear(nn.Linear(3, 4), init="zeros")
+    with pytest.raises(ValueError, match="in_features=3"):
+        ComplexLoRALinear(nn.Linear(3, 4))(torch.zeros(2, 5))
+    with pytest.raises(ValueError, match="int64 or int32"):
+        ComplexLoRAEmbedding(nn.Embedding(3, 4))(torch.zeros(2))

