@@ -100,7 +100,11 @@ from complexformer.attention.functional import (  # noqa: E402
 
 SECTION = "attention"
 # The measured code: hashed before and after the run (edits made meanwhile are flagged).
-SOURCES = ("complexformer/attention/functional.py",)
+SOURCES = (
+    "complexformer/attention/functional.py",
+    "complexformer/attention/polar.py",
+    "complexformer/attention/rotary.py",
+)
 METHODS = ("cmha", "rope", "reference")
 MODES = ("eager", "compiled")
 DEFAULT_SEQ_LENS = (256, 1024, 4096)

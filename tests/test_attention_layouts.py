@@ -64,13 +64,13 @@ def test_analytic_backward_matches_autograd(layout):
 
 
 def test_chunked_rotation_equals_unchunked(monkeypatch):
-    import complexformer.attention.functional as fn
+    import complexformer.attention.polar as polar_mod
 
     q, _, _, delta, bias, om = inputs(seed=2, t=64)
     q.requires_grad_()
     out1 = polar_rotate(q, delta, bias, 0, om)
     (g1,) = torch.autograd.grad(out1.sum(), q)
-    monkeypatch.setattr(fn, "_CHUNK_ELEMS", 100)  # many chunks of a few rows
+    monkeypatch.setattr(polar_mod, "_CHUNK_ELEMS", 100)  # many chunks of a few rows
     out2 = polar_rotate(q, delta, bias, 0, om)
     (g2,) = torch.autograd.grad(out2.sum(), q)
     assert_close(out1, out2, atol=0, rtol=0)

@@ -1,0 +1,122 @@
+"""Rotation basics shared by RoPE and CMHA: frequencies, pair layouts, RoPE itself.
+
+Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding"; the frequency
+schedules of Shao et al. 2025 (ComplexFormer), eq. 6.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["LAYOUTS", "apply_rope", "rope_frequencies"]
+
+_SCHEDULES = ("rope", "paper")
+
+
+def rope_frequencies(
+    head_dim: int, base: float = 10000.0, schedule: str = "rope", device=None
+) -> Tensor:
+    """Rotation frequencies omega_j, j = 0 .. J-1, J = head_dim // 2 (paper eq. 6).
+
+    Args:
+        head_dim: the head dimension D; must be a positive even integer.
+        base: the frequency base (10000 in RoPE and the paper).
+        schedule: ``"rope"`` for omega_j = base^(-2j/D), the RoPE schedule of Su et al.
+            (so that CMHA with delta = 1, b = 0 is RoPE exactly); ``"paper"`` for the literal
+            formula of eq. 6, omega_j = base^(-2j/(D/2)).
+        device: device of the returned tensor.
+
+    Returns:
+        A float32 tensor of shape (J,).
+    """
+    if not isinstance(head_dim, int) or head_dim <= 0 or head_dim % 2:
+        raise ValueError(f"head_dim must be a positive even integer, got {head_dim!r}")
+    if schedule not in _SCHEDULES:
+        raise ValueError(f"unknown omega schedule {schedule!r}; known: {', '.join(_SCHEDULES)}")
+    if not base > 0:
+        raise ValueError(f"rope base must be > 0, got {base!r}")
+    j = torch.arange(head_dim // 2, dtype=torch.float64, device=device)
+    denom = head_dim if schedule == "rope" else head_dim // 2
+    return (base ** (-2.0 * j / denom)).to(torch.float32)
+
+
+def _phase_dtype(x: Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
+def _as_positions(positions, length: int, device, dtype) -> Tensor:
+    """Positions as a float tensor broadcastable to (..., T)."""
+    if isinstance(positions, int):
+        return torch.arange(positions, positions + length, device=device, dtype=dtype)
+    return positions.to(device=device, dtype=dtype)
+
+
+LAYOUTS = ("interleaved", "halves")
+
+
+def _check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown pair layout {layout!r}; known: {', '.join(LAYOUTS)}")
+
+
+def _split_pairs(x: Tensor, dtype: torch.dtype, layout: str) -> tuple[Tensor, Tensor]:
+    """The two members of each pair as (re, im), each (..., T, J), in ``dtype``.
+
+    ``"interleaved"`` is the paper's pairs (x[2j], x[2j+1]), ``"halves"`` pairs (x[j], x[j+J]).
+    Both are returned as contiguous copies: on CPU several elementwise kernels (atan2 and
+    hypot in particular) run an order of magnitude slower on strided views.
+    """
+    j = x.shape[-1] // 2
+    if layout == "halves":
+        both = x.to(dtype).unflatten(-1, (2, j)).movedim(-2, 0)  # (2, ..., T, J)
+    else:
+        both = x.to(dtype).unflatten(-1, (j, 2)).movedim(-1, 0)  # (2, ..., T, J)
+    both = both.contiguous()  # atan2 / hypot vectorise only on contiguous memory
+    return both[0], both[1]
+
+
+def _join_pairs(re: Tensor, im: Tensor, layout: str) -> Tensor:
+    """Inverse of :func:`_split_pairs`: (..., J) twice -> (..., 2J).
+
+    Interleaving goes through ``torch.complex`` when eager, whose copy is several times faster
+    on CPU than ``torch.stack(..., dim=-1)``; under ``torch.compile`` the stack is used, which
+    inductor fuses with its producers.
+    """
+    if layout == "halves":
+        return torch.cat((re, im), dim=-1)
+    if torch.compiler.is_compiling() or re.dtype not in (torch.float32, torch.float64):
+        return torch.stack((re, im), dim=-1).flatten(-2)
+    return torch.view_as_real(torch.complex(re, im)).flatten(-2)
+
+def apply_rope(
+    x: Tensor, positions: Tensor | int, omega: Tensor, layout: str = "interleaved"
+) -> Tensor:
+    """Rotary position embedding (Su et al., "RoFormer").
+
+    With interleaved pairs: x'[2j] = x[2j] cos(p w_j) - x[2j+1] sin(p w_j),
+    x'[2j+1] = x[2j] sin(p w_j) + x[2j+1] cos(p w_j); ``layout="halves"`` pairs x[j] with
+    x[j+J] instead (the "rotate-half" form).
+
+    Args:
+        x: real tensor (..., T, D), D even.
+        positions: (T,) positions or an int offset.
+        omega: (J,) frequencies.
+        layout: ``"interleaved"`` or ``"halves"``.
+
+    Returns:
+        The rotated tensor, same shape and dtype as ``x``; angles are computed in float32.
+    """
+    if x.shape[-1] % 2:
+        raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
+    _check_layout(layout)
+    pdt = _phase_dtype(x)
+    pos = _as_positions(positions, x.shape[-2], x.device, pdt)
+    ang = pos.unsqueeze(-1) * omega.to(device=x.device, dtype=pdt)  # (..., T, J)
+    cos, sin = torch.cos(ang), torch.sin(ang)
+    if layout == "halves":
+        re, im = _split_pairs(x, pdt, layout)
+    else:  # strided views: cheap for multiplications
+        xf = x.to(pdt)
+        re, im = xf[..., 0::2], xf[..., 1::2]
+    return _join_pairs(re * cos - im * sin, re * sin + im * cos, layout).to(x.dtype)
