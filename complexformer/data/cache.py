@@ -15,13 +15,11 @@ under the final name.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+
+from .._atomic import atomic_write
 
 __all__ = [
     "CACHE_ENV_VAR",
@@ -89,32 +87,3 @@ def hash_strings(*parts: str, digest_size: int = 16) -> str:
     return h.hexdigest()
 
 
-@contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO]:
-    """Open a temporary file next to ``path``; on success move it onto ``path`` atomically.
-
-    On an exception the temporary file is removed and ``path`` is left untouched.
-
-    Args:
-        path: the final file name.
-        mode: ``"wb"`` or ``"w"`` (text mode writes UTF-8).
-
-    Yields:
-        The open temporary file.
-    """
-    if mode not in ("wb", "w"):
-        raise ValueError(f"atomic_write mode must be 'wb' or 'w', got {mode!r}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        kwargs = {"encoding": "utf-8"} if mode == "w" else {}
-        with os.fdopen(fd, mode, **kwargs) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
+from .._atomic import atomic_output, atomic_write_text
 from .config import ComplexLoRAConfig
 from .layers import complex_lora_layers
 
@@ -53,29 +53,6 @@ def adapter_state_dict(model: nn.Module) -> dict[str, Tensor]:
             if p.requires_grad or not _is_base(name)}
 
 
-def _atomic_replace(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and :func:`os.replace`."""
-
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-
-    _atomic_replace(Path(path), write)
 
 
 def _model_config(model: nn.Module, config: ComplexLoRAConfig | None) -> ComplexLoRAConfig:
@@ -115,8 +92,8 @@ def save_adapters(model: nn.Module, directory: str | os.PathLike,
     describe = getattr(model, "adapter_metadata", None)
     if callable(describe):
         meta["base_model"] = describe()
-    _atomic_replace(out / ADAPTER_WEIGHTS_NAME,
-                    lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    with atomic_output(out / ADAPTER_WEIGHTS_NAME) as tmp:
+        save_file(state, tmp, metadata={"format": "pt"})
     atomic_write_text(out / ADAPTER_CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True)
                       + "\n")
     return out

