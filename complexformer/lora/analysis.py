@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from .._atomic import atomic_output
 from .layers import ComplexLoRAEmbedding
 
 __all__ = ["embedding_components", "imaginary_energy_share", "plot_embedding_scatter"]
