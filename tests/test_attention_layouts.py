@@ -98,3 +98,16 @@ def test_compiled_cmha_matches_eager():
     assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
     for a, b in zip(cgrads, grads, strict=True):
         assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_bad_positions_and_scalar_delta():
+    q, k, v, delta, bias, om = inputs(t=5)
+    with pytest.raises(ValueError, match="positions has 4 entries .* T = 5"):
+        polar_rotate(q, delta, bias, torch.arange(4), om)
+    with pytest.raises(ValueError, match="positions has 4 entries .* T = 5"):
+        apply_rope(q, torch.arange(4), om)
+    with pytest.raises(ValueError, match="delta must be a tensor of shape"):
+        cmha(q, k, v, 1.0, bias, omega=om)
+    # a tensor of the right length works, and equals the int offset form
+    assert_close(polar_rotate(q, delta, bias, torch.arange(3, 8), om),
+                 polar_rotate(q, delta, bias, 3, om))

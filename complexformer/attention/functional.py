@@ -108,6 +108,8 @@ def _check_cmha_inputs(q: Tensor, k: Tensor, v: Tensor, delta: Tensor, bias: Ten
         raise ValueError(f"head dimension must be even for CMHA, got {d}")
     j, h = d // 2, q.shape[1]
     for name, p in (("delta", delta), ("bias", bias)):
+        if p is not None and not isinstance(p, Tensor):
+            raise ValueError(f"{name} must be a tensor of shape (H, J) or (J,), got {p!r}")
         if p is not None and tuple(p.shape) not in ((h, j), (j,)):
             raise ValueError(
                 f"{name} must be (H, J) = ({h}, {j}) or (J,) = ({j},), got {tuple(p.shape)}"

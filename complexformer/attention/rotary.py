@@ -49,6 +49,13 @@ def _as_positions(positions, length: int, device, dtype) -> Tensor:
     """Positions as a float tensor broadcastable to (..., T)."""
     if isinstance(positions, int):
         return torch.arange(positions, positions + length, device=device, dtype=dtype)
+    if not isinstance(positions, Tensor) or positions.dim() == 0:
+        raise ValueError(f"positions must be an int offset or a (..., T) tensor, got {positions!r}")
+    if positions.shape[-1] != length:
+        raise ValueError(
+            f"positions has {positions.shape[-1]} entries in its last dimension, but the input "
+            f"has T = {length} positions"
+        )
     return positions.to(device=device, dtype=dtype)
 
 
