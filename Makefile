@@ -37,6 +37,7 @@ bench: venv
 	$(PY) benchmarks/attention.py --threads 1
 	$(PY) benchmarks/train.py --threads 1
 	$(PY) benchmarks/complex_attention.py --threads 1
+	$(PY) benchmarks/cbert.py --threads 1
 
 lint: venv
 	$(VENV)/bin/ruff check complexformer tests benchmarks
