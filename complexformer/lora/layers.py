@@ -42,6 +42,7 @@ __all__ = [
     "ComplexLoRAEmbedding",
     "ComplexLoRALinear",
     "complex_lora_layers",
+    "fused_lora_linear",
     "merge_adapters",
     "unmerge_adapters",
 ]
@@ -189,28 +190,163 @@ class ComplexLoRALinear(_LoRABase):
         if x.shape[-1] != self.in_features:
             raise ValueError(f"ComplexLoRALinear: last dimension of the input is {x.shape[-1]}, "
                              f"expected in_features={self.in_features}")
-        w, b = self.base_layer.weight, self.base_layer.bias
+        b = self.base_layer.bias
         rdt = x.real.dtype
         if self.merged:
             y = CF.complex_linear(x, self.merged_weight.to(rdt))  # one complex GEMM
             if b is not None:
                 y = y + b.to(rdt)
-        else:
-            # W·x = W·Re x + j W·Im x: ONE real GEMM on the stacked (Re, Im) rows
-            yy = F.linear(torch.stack((x.real, x.imag)), w.to(rdt))  # (2, ..., out)
-            yr = yy[0] + b.to(rdt) if b is not None else yy[0]
-            y = torch.complex(yr, yy[1])
-            if self.r > 0:
-                xd = CF.complex_dropout(x, self.dropout, self.training)
-                t = xd @ self.complex_B.conj().to(x.dtype)  # Bᴴ·x: (..., r)
-                y = y + self.scaling * (t @ self.complex_A.to(x.dtype).transpose(0, 1))
+            if self.bias_c is not None:
+                y = y + torch.view_as_complex(self.bias_c).to(x.dtype)
+            return y
+        return self._unmerged(x, rdt)
+
+    def _unmerged(self, x: Tensor, rdt: torch.dtype, planar: bool = False) -> Tensor:
+        """(W + s·A·Bᴴ)·x + b + b_c as ONE real GEMM on planar (Re rows; Im rows).
+
+        With t = Bᴴ·x (r ≪ in, a small complex GEMM) and the real block weight
+        [W | s·Re A | s·Im A | b_re | b_im] (out, in + 2r + 2), the Re rows [Re x, Re t, -Im t,
+        1, 0] and the Im rows [Im x, Im t, Re t, 0, 1] give Re y = W·Re x + Re(s·A·t) + b_re
+        and Im y = W·Im x + Im(s·A·t) + b_im (b_re = b + Re b_c, b_im = Im b_c).
+        """
+        xv = torch.view_as_real(x).movedim(-1, 0)  # (2, ..., in): Re rows, Im rows (a view)
+        cols = [xv]
+        if self.r > 0:
+            xd = CF.complex_dropout(x, self.dropout, self.training)
+            t = xd @ self.complex_B.conj().to(x.dtype)  # Bᴴ·x: (..., r)
+            tr, ti = t.real, t.imag
+            cols += [torch.stack((tr, ti)), torch.stack((-ti, tr))]  # (2, ..., r) each
+        yy = self._planar_gemm(cols, x.shape[:-1], rdt)  # (2, ..., out): ONE real GEMM
+        return yy if planar else torch.complex(yy[0], yy[1])
+
+    def planar_forward(self, xp: Tensor) -> Tensor:
+        """The unmerged forward on planar real tensors: (2, ..., in) (Re rows; Im rows) ->
+        (2, ..., out). No adapter dropout (the caller checks that it is inactive)."""
+        rdt = xp.dtype
+        cols = [xp]
+        if self.r > 0:
+            uv = (xp @ self.lora_B.to(rdt).flatten(1)).unflatten(-1, (self.r, 2))  # ONE GEMM
+            u, v = uv[..., 0], uv[..., 1]  # (2, ..., r): [Re x; Im x]·Re B, ·Im B
+            tr, ti = u[0] + v[1], u[1] - v[0]  # Bᴴ·x = x·conj(B)
+            cols += [torch.stack((tr, ti)), torch.stack((-ti, tr))]
+        return self._planar_gemm(cols, xp.shape[1:-1], rdt)
+
+    def _planar_gemm(self, cols: list[Tensor], lead, rdt: torch.dtype) -> Tensor:
+        w, b = self.base_layer.weight.to(rdt), self.base_layer.bias
+        ww = self._block_weight(w, None if b is None else b.to(rdt), rdt)
+        if ww.shape[1] > w.shape[1] + 2 * self.r:  # bias columns: Re rows (1, 0), Im (0, 1)
+            e = torch.eye(2, dtype=rdt, device=w.device)
+            cols.append(e.view((2,) + (1,) * len(lead) + (2,)).expand((2, *lead, 2)))
+        xx = torch.cat(cols, -1) if len(cols) > 1 else cols[0]  # (2, ..., in + 2r + 2)
+        return F.linear(xx, ww)  # (2, ..., out): ONE real GEMM
+
+    def _block_weight(self, w: Tensor, b: Tensor | None, rdt: torch.dtype) -> Tensor:
+        """[W | s·Re A | s·Im A | b_re | b_im] (out, in + 2r + 2), real (see :meth:`_unmerged`).
+
+        Cached while no gradient is needed (inference), keyed on the storage and in-place
+        version of every tensor it is built from, so any update rebuilds it.
+        """
+        params = (self.base_layer.weight, self.base_layer.bias, self.lora_A, self.bias_c)
+        cacheable = not torch.is_grad_enabled() or not any(
+            p is not None and p.requires_grad for p in params)
+        key = (tuple(None if p is None else (p.data_ptr(), p._version, p.device) for p in params),
+               rdt, self.scaling)
+        cache = self.__dict__.get("_wcache")
+        if cacheable and cache is not None and cache[0] == key:
+            return cache[1]
+        wcols = [w]
+        if self.r > 0:
+            a = self.lora_A.to(rdt) * self.scaling  # (out, r, 2)
+            wcols += [a[..., 0], a[..., 1]]
+        bre, bim = b, None
         if self.bias_c is not None:
-            y = y + torch.view_as_complex(self.bias_c).to(x.dtype)
-        return y
+            bc = self.bias_c.to(rdt)
+            bre = bc[:, 0] if bre is None else bre + bc[:, 0]
+            bim = bc[:, 1]
+        if bre is not None or bim is not None:
+            z = torch.zeros(w.shape[0], dtype=rdt, device=w.device)
+            wcols.append(torch.stack((z if bre is None else bre, z if bim is None else bim), -1))
+        ww = torch.cat(wcols, -1) if len(wcols) > 1 else w
+        self.__dict__["_wcache"] = (key, ww) if cacheable else None
+        return ww
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"{self._adapter_repr()}, complex_bias={self.bias_c is not None}")
+
+
+def fused_lora_linear(layers, x: Tensor, cache: dict | None = None) -> Tensor | None:
+    """The outputs of several unmerged :class:`ComplexLoRALinear` on the SAME input,
+    concatenated on the last dim, from ONE real GEMM (e.g. a query/key/value projection).
+
+    Exactly :meth:`ComplexLoRALinear._unmerged` with the block weights stacked on the output
+    dim (each layer's adapter columns placed in its own slot of the shared Bᴴ·x columns, zeros
+    elsewhere). Returns None (the caller then runs the layers one by one) when a layer is
+    merged, the in_features differ, or adapter dropout is active (independent masks).
+    ``cache`` (a dict owned by the caller) keeps the stacked weight while no gradient is
+    needed, keyed like :meth:`ComplexLoRALinear._block_weight`.
+    """
+    layers = list(layers)
+    if not layers or any(not isinstance(m, ComplexLoRALinear) or m.merged for m in layers):
+        return None
+    n_in = layers[0].in_features
+    if any(m.in_features != n_in or (m.training and m.dropout > 0.0 and m.r > 0)
+           for m in layers):
+        return None
+    x = lift_complex(x, "input", "ComplexLoRALinear")
+    if x.shape[-1] != n_in:
+        raise ValueError(f"ComplexLoRALinear: last dimension of the input is {x.shape[-1]}, "
+                         f"expected in_features={n_in}")
+    rdt = x.real.dtype
+    lead = x.shape[:-1]
+    ranks = [m.r for m in layers]
+    big_r = sum(ranks)
+    cols = [torch.view_as_real(x).movedim(-1, 0)]  # (2, ..., in)
+    if big_r > 0:
+        bh = torch.cat([m.complex_B.conj() for m in layers if m.r > 0], 1)  # (in, R)
+        t = x @ bh.to(x.dtype)  # Bᴴ·x for every layer: (..., R)
+        tr, ti = t.real, t.imag
+        cols += [torch.stack((tr, ti)), torch.stack((-ti, tr))]
+    e = torch.eye(2, dtype=rdt, device=x.device)
+    cols.append(e.view((2,) + (1,) * len(lead) + (2,)).expand((2, *lead, 2)))
+    params = [p for m in layers for p in (m.base_layer.weight, m.base_layer.bias, m.lora_A,
+                                          m.bias_c)]
+    cacheable = cache is not None and (not torch.is_grad_enabled() or not any(
+        p is not None and p.requires_grad for p in params))
+    key = (tuple(None if p is None else (p.data_ptr(), p._version, p.device) for p in params),
+           rdt, tuple(m.scaling for m in layers))
+    if cacheable and cache.get("key") == key:
+        ww = cache["weight"]
+    else:
+        rows, off = [], 0
+        for m in layers:
+            w = m.base_layer.weight.to(rdt)
+            wb = m._block_weight(w, None if m.base_layer.bias is None
+                                 else m.base_layer.bias.to(rdt), rdt)
+            m.__dict__.pop("_wcache", None)  # the stacked weight is cached instead
+            out = w.shape[0]
+            parts = [w]
+            if big_r > 0:
+                z = w.new_zeros(out, big_r)
+                if m.r > 0:
+                    re = torch.cat([z[:, :off], wb[:, n_in:n_in + m.r],
+                                    z[:, off + m.r:]], 1)
+                    im = torch.cat([z[:, :off], wb[:, n_in + m.r:n_in + 2 * m.r],
+                                    z[:, off + m.r:]], 1)
+                    parts += [re, im]
+                else:
+                    parts += [z, z]
+            bias = wb[:, n_in + 2 * m.r:]
+            parts.append(bias if bias.shape[1] == 2 else w.new_zeros(out, 2))
+            rows.append(torch.cat(parts, 1))
+            off += m.r
+        ww = torch.cat(rows, 0)
+        if cache is not None:
+            cache.clear()
+            if cacheable:
+                cache.update(key=key, weight=ww)
+    yy = F.linear(torch.cat(cols, -1), ww)  # (2, ..., sum out): ONE real GEMM
+    return torch.complex(yy[0], yy[1])
 
 
 class ComplexLoRAEmbedding(_LoRABase):

@@ -43,7 +43,11 @@ from torch import Tensor, nn
 
 from complexformer._optional import require
 from complexformer.lora.config import ComplexLoRAConfig, target_matches
-from complexformer.lora.layers import ComplexLoRAEmbedding, ComplexLoRALinear
+from complexformer.lora.layers import (
+    ComplexLoRAEmbedding,
+    ComplexLoRALinear,
+    fused_lora_linear,
+)
 from complexformer.nn import CGELU, CReLU, LayerNorm
 from complexformer.nn import functional as CF
 
@@ -156,7 +160,13 @@ class _SelfAttention(nn.Module):
         def heads(x: Tensor) -> Tensor:  # (B, T, E) -> (B, H, T, d)
             return x.view(b, t, self.n_heads, d).transpose(1, 2)
 
-        q, k, v = heads(self.query(h)), heads(self.key(h)), heads(self.value(h))
+        qkv = fused_lora_linear((self.query, self.key, self.value), h,
+                                self.__dict__.setdefault("_qkv_cache", {}))
+        if qkv is not None:  # one GEMM for Q, K and V (same input)
+            sizes = [m.out_features for m in (self.query, self.key, self.value)]
+            q, k, v = (heads(z) for z in qkv.split(sizes, -1))
+        else:
+            q, k, v = heads(self.query(h)), heads(self.key(h)), heads(self.value(h))
         score = "real" if self.score == "real" else "modulus"
         out, _ = CF.scaled_dot_product_attention(
             q, k, v, score=score, bias=bias, scale=1.0 / math.sqrt(d),
@@ -203,7 +213,22 @@ class _Layer(nn.Module):
 
     def forward(self, h: Tensor, bias: Tensor | None) -> Tensor:
         a = self.attention(h, bias)
+        d1, d2 = self.intermediate.dense, self.output.dense
+        act = self.intermediate.intermediate_act_fn
+        if _planar_ok(d1) and _planar_ok(d2) and isinstance(act, (CGELU, CReLU)):
+            # split activations act on Re and Im alike: stay planar (2, B, T, I) between
+            # the two dense layers (no complex interleaving of the wide intermediate)
+            p = d1._unmerged(a, a.real.dtype, planar=True)
+            p = F.relu(p) if isinstance(act, CReLU) else F.gelu(p, approximate=act.approximate)
+            y = d2.planar_forward(p)
+            y = CF.complex_dropout(torch.complex(y[0], y[1]), self.output.dropout, self.training)
+            return self.output.LayerNorm(y + a)
         return self.output(self.intermediate(a), a)
+
+
+def _planar_ok(m) -> bool:
+    return isinstance(m, ComplexLoRALinear) and not m.merged and not (
+        m.training and m.dropout > 0.0 and m.r > 0)
 
 
 class _Encoder(nn.Module):

@@ -107,6 +107,28 @@ def affine_2x2(yr: Tensor, yi: Tensor, weight: Tensor | None, bias: Tensor | Non
     return torch.complex(yr, yi)
 
 
+def _affine_2x2_interleaved(y: Tensor, weight: Tensor | None, bias: Tensor | None,
+                            inplace: bool = False) -> Tensor:
+    """:func:`affine_2x2` on the interleaved real view y (..., *F, 2); returns complex.
+
+    ``inplace`` overwrites y (only where no gradient is recorded).
+    """
+    if weight is not None:
+        w = weight.to(y.dtype)
+        wd = torch.diagonal(w, dim1=-2, dim2=-1)  # (*F, 2): (w_rr, w_ii)
+        wo = torch.diagonal(w.flip(-1), dim1=-2, dim2=-1)  # (*F, 2): (w_ri, w_ir)
+        yf = y.flip(-1)  # (Im, Re)
+        dst = {"out": y} if inplace else {}
+        out = torch.mul(y, wd, **dst) if bias is None \
+            else torch.addcmul(bias.to(y.dtype), y, wd, **dst)
+        out = out.addcmul_(yf, wo)  # Re += w_ri Im, Im += w_ir Re
+    elif bias is not None:
+        out = y + bias.to(y.dtype)
+    else:
+        out = y
+    return torch.view_as_complex(out)
+
+
 def layer_norm(
     x: Tensor,
     normalized_shape: tuple[int, ...],
@@ -146,12 +168,19 @@ def layer_norm(
     """
     check_choice(whiten, "whiten", WHITEN_MODES, "layer_norm")
     dims = tuple(range(-len(normalized_shape), 0))
+    if whiten == "scalar":  # on the interleaved (..., *F, 2) real view: few full passes
+        xv = torch.view_as_real(x)
+        rdims = tuple(d - 1 for d in dims)  # the features in the real view
+        c = xv - xv.mean(rdims, keepdim=True)  # (..., *F, 2) centred (Re, Im)
+        n = math.prod(normalized_shape)
+        var = (c * c).sum(rdims + (-1,), keepdim=True) / n  # E|z - mean|^2: (..., 1..., 1)
+        inv = torch.rsqrt(var + eps)
+        inplace = not torch.is_grad_enabled()  # inference: no fresh (..., *F, 2) buffers
+        return _affine_2x2_interleaved(c.mul_(inv) if inplace else c * inv, weight, bias,
+                                       inplace)
     xr, xi = x.real, x.imag
     cr = xr - xr.mean(dims, keepdim=True)  # (..., *F)
     ci = xi - xi.mean(dims, keepdim=True)
-    if whiten == "scalar":
-        inv = torch.rsqrt((cr * cr + ci * ci).mean(dims, keepdim=True) + eps)  # (..., 1...)
-        return affine_2x2(cr * inv, ci * inv, weight, bias)
     vrr = (cr * cr).mean(dims, keepdim=True) + eps
     vii = (ci * ci).mean(dims, keepdim=True) + eps
     vri = (cr * ci).mean(dims, keepdim=True)
@@ -493,20 +522,22 @@ def scaled_dot_product_attention(
             out = out + 1j * fused(-1j * q)
         return out, None
     t_q, t_k = q.shape[-2], k.shape[-2]
-    qr, kr, vr = as_real_interleaved(q), as_real_interleaved(k), as_real_interleaved(v)
+    kr, vr = as_real_interleaved(k), as_real_interleaved(v)
     kt = kr.transpose(-2, -1)  # (B, H, 2 d_k, Tk)
     if is_causal:
         allowed = causal_mask(t_q, t_k, q_offset, device=q.device)
-        causal = torch.zeros(allowed.shape, dtype=qr.dtype, device=q.device)
+        causal = torch.zeros(allowed.shape, dtype=kr.dtype, device=q.device)
         causal = causal.masked_fill_(~allowed, float("-inf"))
         bias = causal if bias is None else bias + causal
     drop = (lambda w: F.dropout(w, dropout_p)) if dropout_p > 0.0 else (lambda w: w)
     if score == "real":  # only Re S is needed: one real GEMM on 2 d_k features
-        weights = _masked_softmax((qr * scale) @ kt, bias)  # (B, H, Tq, Tk)
+        weights = _masked_softmax((as_real_interleaved(q) * scale) @ kt, bias)  # (B, H, Tq, Tk)
         return as_complex_interleaved(drop(weights).to(vr.dtype) @ vr), (
             weights if need_weights else None)
     # Re S and Im S = Re((-j q) conj k) from ONE real GEMM of the stacked [q; -j q] with k
-    qq = torch.stack([qr, as_real_interleaved(-1j * q)], dim=-3) * scale  # (B, H, 2, Tq, 2d_k)
+    qs = torch.view_as_real(q) * scale  # (B, H, Tq, d_k, 2): scaled (Re q, Im q)
+    rot = torch.stack((qs[..., 1], -qs[..., 0]), -1)  # -j q = Im q - j Re q, scaled
+    qq = torch.stack([qs, rot], dim=-4).flatten(-2)  # (B, H, 2, Tq, 2d_k)
     ri = (qq.flatten(-3, -2) @ kt).unflatten(-2, (2, t_q))  # (B, H, 2, Tq, Tk)
     bias2 = None if bias is None else bias.unsqueeze(-3)  # broadcast over (Re, Im)
     if score == "split":  # two real softmaxes, two independent dropout masks
