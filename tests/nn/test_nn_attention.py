@@ -18,14 +18,6 @@ from complexformer.nn import functional as CF
 SCORES = ("real", "modulus", "split", "phase")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny shapes: OpenMP barriers only cost time on a busy machine
-    yield
-    torch.set_num_threads(n)
-
-
 def _crandn(*shape, dtype=torch.complex128, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, dtype=dtype, generator=g)
