@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._atomic import atomic_write
+from .files import list_stdlib_files
 from .splits import check_fractions
 
 __all__ = [
@@ -120,16 +121,8 @@ def list_docstring_files(root: str | os.PathLike[str] | None = None) -> list[Pat
         Absolute file paths, sorted.
     """
     root = Path(root) if root is not None else _default_root()
-    if not root.is_dir():
-        raise FileNotFoundError(f"standard library directory {str(root)!r} does not exist")
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in DOCSTRING_EXCLUDED_DIRS)
-        out.extend(
-            Path(dirpath) / name
-            for name in filenames
-            if name.endswith(".py") and not name.startswith("test_")
-        )
+    files = list_stdlib_files(root, exclude_dirs=DOCSTRING_EXCLUDED_DIRS)
+    out = [p for p in files if not p.name.startswith("test_")]
     return sorted(out, key=lambda p: p.relative_to(root).as_posix())
 
 

@@ -250,14 +250,19 @@ def stdlib_root() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
 
-def list_stdlib_files(root: str | os.PathLike[str] | None = None) -> list[Path]:
+def list_stdlib_files(
+    root: str | os.PathLike[str] | None = None,
+    exclude_dirs: frozenset[str] = STDLIB_EXCLUDED_DIRS,
+) -> list[Path]:
     """All ``.py`` files under the standard library, without third-party packages.
 
-    Directories named in :data:`STDLIB_EXCLUDED_DIRS` (``site-packages``, ``dist-packages``,
-    ``__pycache__``) are pruned; symlinked directories are not followed.
+    Directories named in ``exclude_dirs`` (default :data:`STDLIB_EXCLUDED_DIRS`:
+    ``site-packages``, ``dist-packages``, ``__pycache__``) are pruned; symlinked directories
+    are not followed.
 
     Args:
         root: the directory to walk; default :func:`stdlib_root`.
+        exclude_dirs: directory names to prune.
 
     Returns:
         The file paths, sorted.
@@ -267,7 +272,7 @@ def list_stdlib_files(root: str | os.PathLike[str] | None = None) -> list[Path]:
         raise FileNotFoundError(f"standard library directory {str(root)!r} does not exist")
     out: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in STDLIB_EXCLUDED_DIRS)
+        dirnames[:] = sorted(d for d in dirnames if d not in exclude_dirs)
         out.extend(Path(dirpath) / name for name in filenames if name.endswith(".py"))
     return sorted(out)
 
