@@ -45,6 +45,8 @@ from typing import Any
 
 import torch
 
+from complexformer._report import markdown_table, text_table  # noqa: F401  (re-exported)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 DOCS_MD = REPO_ROOT / "docs" / "benchmarks.md"
@@ -463,32 +465,6 @@ def fmt_num(x: float | None, digits: int = 1, suffix: str = "") -> str:
 
 def fmt_ratio(x: float | None, digits: int = 2) -> str:
     return fmt_num(x, digits, "x")
-
-
-def markdown_table(
-    headers: Sequence[str], rows: Iterable[Sequence[Any]], align: str | None = None
-) -> str:
-    """A GitHub markdown table; ``align`` is one of ``l``/``r``/``c`` per column."""
-    rows = [["" if c is None else str(c) for c in r] for r in rows]
-    align = align or "l" * len(headers)
-    sep = {"l": "---", "r": "--:", "c": ":-:"}
-    lines = [
-        "| " + " | ".join(headers) + " |",
-        "| " + " | ".join(sep[a] for a in align) + " |",
-    ]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def text_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """The same rows as a fixed-width text table, for the terminal."""
-    rows = [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))
-
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
 def section_markers(name: str) -> tuple[str, str]:

@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._report import jsonable
+
 DEFAULT_PROMPT = "import os\n\n\ndef"
 
 _EPILOG_TRAIN = """\
@@ -144,26 +146,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .data import load_corpus, load_token_splits
-    from .training import evaluate_perplexity, load_run
-
-    run = load_run(args.ckpt)
-    model, tokenizer = run.model, run.tokenizer
-    corpus = load_corpus(args.data, log=print)
-    tokens = load_token_splits(corpus, tokenizer, splits=(args.split,))[args.split]
-    block = model.config.max_seq_len - 1
-    res = evaluate_perplexity(
-        model, tokens, block, args.batch_size, max_blocks=args.max_blocks,
-        device=next(model.parameters()).device,
-    )
-    res = {"split": args.split, "data": args.data, **res}
-    print(json.dumps(res, indent=2) if args.json else
-          f"{args.data} [{args.split}]: loss {res['loss']:.4f}  perplexity {res['ppl']:.2f}  "
-          f"({res['tokens']:,} tokens)")
-    return 0
-
-
 def cmd_info(args: argparse.Namespace) -> int:
     from .models.report import format_parameter_report, parameter_report
     from .training import load_run
@@ -173,7 +155,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     cfg = model.config
     if args.json:
         print(json.dumps({"config": cfg.to_dict(), "parameters": parameter_report(model),
-                          "meta": _jsonable(meta)}, indent=2))
+                          "meta": jsonable(meta)}, indent=2))
         return 0
     print(f"checkpoint: {Path(args.ckpt).resolve()}")
     for key, value in meta.items():
@@ -195,18 +177,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _jsonable(obj: Any) -> Any:
-    try:
-        json.dumps(obj)
-        return obj
-    except TypeError:
-        if isinstance(obj, dict):
-            return {str(k): _jsonable(v) for k, v in obj.items()}
-        return str(obj)
-
-
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
+    from .evaluation.cli import add_evaluate_parser
+
     fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(
         prog="complexformer",
@@ -284,16 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="recompute the whole sequence each step instead of using the KV cache")
     g.set_defaults(func=cmd_generate)
 
-    e = sub.add_parser("evaluate", help="perplexity on a corpus split",
-                       description="Perplexity of a trained model on a split of a corpus, over "
-                       "consecutive non-overlapping blocks of max_seq_len tokens.")
-    e.add_argument("--ckpt", required=True, help="run, checkpoint or saved model directory")
-    e.add_argument("--data", default="stdlib", help="corpus spec (as for train; default stdlib)")
-    e.add_argument("--split", default="val", choices=("val", "test"), help="split (default val)")
-    e.add_argument("--batch-size", type=int, default=8, help="blocks per forward pass")
-    e.add_argument("--max-blocks", type=int, default=None, help="evaluate at most N blocks")
-    e.add_argument("--json", action="store_true", help="print JSON")
-    e.set_defaults(func=cmd_evaluate)
+    add_evaluate_parser(sub)
 
     i = sub.add_parser("info", help="config and parameter counts",
                        description="Show a model's configuration, its parameter counts with "
