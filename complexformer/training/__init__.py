@@ -14,7 +14,9 @@ The same script runs data-parallel under ``torchrun --nproc_per_node N`` (see :m
 Modules: :mod:`.config` (:class:`TrainConfig`), :mod:`.optim` (parameter groups, schedule),
 :mod:`.checkpoint` (atomic safetensors + JSON checkpoints), :mod:`.dist` (torchrun/DDP),
 :mod:`.evaluate` (perplexity), :mod:`.metrics` (``metrics.jsonl``, TensorBoard),
-:mod:`.loop` (:func:`train`), :mod:`.rundir` (run-directory safety, atomic saves),
+:mod:`.loop` (:func:`train`, :func:`train_task`), :mod:`.task` (what is trained:
+:class:`LMTask`, the :class:`TrainTask` interface),
+:mod:`.rundir` (run-directory safety, atomic saves),
 :mod:`.run` (:func:`load_run`), :mod:`.plot` (loss curves).
 """
 
@@ -31,22 +33,26 @@ from .checkpoint import (
 from .config import TrainConfig
 from .dist import DistInfo, setup_distributed
 from .evaluate import evaluate_perplexity
-from .loop import train
+from .loop import train, train_task
 from .metrics import METRICS_FILE, MetricsLogger
 from .optim import build_optimizer, build_scheduler, decay_split, lr_at, lr_factor, param_groups
 from .plot import plot_loss_curves, read_metrics
 from .run import LoadedRun, find_run_dir, load_run
 from .rundir import RunExistsError, save_final_model
+from .task import LMTask, StepLoss, TrainTask
 
 __all__ = [
     "METRICS_FILE",
     "Checkpoint",
     "CheckpointError",
     "DistInfo",
+    "LMTask",
     "LoadedRun",
     "MetricsLogger",
     "RunExistsError",
+    "StepLoss",
     "TrainConfig",
+    "TrainTask",
     "build_optimizer",
     "build_scheduler",
     "decay_split",
@@ -66,5 +72,6 @@ __all__ = [
     "save_final_model",
     "setup_distributed",
     "train",
+    "train_task",
     "verify_checkpoint",
 ]

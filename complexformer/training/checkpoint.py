@@ -216,7 +216,7 @@ def save_checkpoint(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
-    model_config: GPTConfig,
+    model_config: GPTConfig | dict[str, Any],
     train_config: TrainConfig,
     rng: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
     extra: dict[str, Any] | None = None,
@@ -231,7 +231,7 @@ def save_checkpoint(
         model: the bare model (not DDP- or compile-wrapped).
         optimizer: its optimizer.
         scheduler: the learning-rate scheduler (``state_dict`` must be JSON-serialisable).
-        model_config: the model's configuration.
+        model_config: the model's configuration (a config object or its JSON dict).
         train_config: the training configuration.
         rng: per-rank :func:`capture_rng_state` results, indexed by rank.
         extra: further JSON-serialisable state (data position, metric accumulators, ...).
@@ -253,7 +253,9 @@ def save_checkpoint(
         state = {
             "format": FORMAT,
             "step": step,
-            "model_config": model_config.to_dict(),
+            "model_config": (
+                model_config if isinstance(model_config, dict) else model_config.to_dict()
+            ),
             "train_config": train_config.to_dict(),
             "optimizer": opt_meta,
             "scheduler": scheduler.state_dict() if scheduler is not None else None,

@@ -11,9 +11,10 @@ from typing import Any
 
 from ..models.config import unknown_key_error
 
-__all__ = ["DEVICES", "TrainConfig"]
+__all__ = ["DEVICES", "SCHEDULES", "TrainConfig"]
 
 DEVICES = ("auto", "cpu", "cuda")
+SCHEDULES = ("cosine", "linear")
 
 
 @dataclass
@@ -42,8 +43,10 @@ class TrainConfig:
             only a few thousand steps. Use 1e-4 (or less) for paper-scale models.
         warmup_frac: fraction of ``max_steps`` of linear warm-up from ``lr / warmup_steps``
             to ``lr``.
-        min_lr_ratio: after warm-up the learning rate follows a cosine from ``lr`` down to
+        min_lr_ratio: after warm-up the learning rate decays from ``lr`` down to
             ``lr * min_lr_ratio``, reached at the last step (0 decays to zero).
+        schedule: the decay after warm-up: ``"cosine"`` (default) or ``"linear"`` (the
+            CmplxBERT-LoRA recipe: linear warm-up and linear decay).
         weight_decay: AdamW decoupled weight decay, applied to Linear weight matrices only
             (see :func:`complexformer.training.optim.param_groups`).
         betas: AdamW betas (paper: 0.9, 0.98).
@@ -75,6 +78,7 @@ class TrainConfig:
     lr: float = 1e-3
     warmup_frac: float = 0.05
     min_lr_ratio: float = 0.1
+    schedule: str = "cosine"
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
@@ -117,6 +121,8 @@ class TrainConfig:
             raise ValueError(f"warmup_frac must be in [0, 1], got {self.warmup_frac}")
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.weight_decay < 0:
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
         betas = tuple(float(b) for b in self.betas)

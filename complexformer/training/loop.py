@@ -27,18 +27,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..data import (
-    BlockSampler,
-    EvalBlocks,
-    Tokenizer,
-    get_tokenizer,
-    load_corpus,
-    load_token_splits,
-)
-from ..data.tokenizer import META_FILE as TOKENIZER_META
+from ..data import BlockSampler
 from ..models.config import GPTConfig
-from ..models.lm import ComplexFormerLM
-from ..models.report import format_parameter_report, parameter_report
 from .checkpoint import (
     CHECKPOINTS_DIR,
     atomic_write_text,
@@ -57,22 +47,16 @@ from .dist import (
     all_reduce_sum,
     barrier,
     cleanup_distributed,
-    rank0_first,
     run_on_rank0,
     setup_distributed,
 )
-from .evaluate import evaluate_perplexity
 from .metrics import METRICS_FILE, MetricsLogger, check_tensorboard
 from .optim import build_optimizer, build_scheduler
 from .plot import plot_loss_curves
-from .rundir import (
-    check_out_dir,
-    clear_run,
-    save_final_model,
-    save_tokenizer,
-)
+from .rundir import check_out_dir, clear_run
+from .task import LMTask, TrainTask
 
-__all__ = ["DATA_STREAM_FIELDS", "train"]
+__all__ = ["DATA_STREAM_FIELDS", "train", "train_task"]
 
 #: TrainConfig fields that define the data stream; a resumed run must not change them.
 DATA_STREAM_FIELDS = ("data", "tokenizer", "vocab_size", "text_field", "seed", "batch_size")
@@ -90,29 +74,6 @@ def _seed_all(seed: int) -> None:
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
     random.seed(seed)
-
-
-def _prepare_data(
-    tc: TrainConfig, out: Path, resume: bool, dist: DistInfo, log: Callable[[str], Any]
-) -> tuple[Tokenizer, dict[str, np.ndarray]]:
-    main = dist.is_main
-    mlog = log if main else None
-
-    def prepare() -> tuple[Tokenizer, dict[str, np.ndarray]]:
-        corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
-        run_tok = out / "tokenizer"
-        if resume and (run_tok / TOKENIZER_META).is_file():
-            tok = Tokenizer.load(run_tok)
-            if mlog:
-                mlog(f"tokenizer: {tok!r} from {run_tok}")
-        else:
-            tok = get_tokenizer(
-                tc.tokenizer, corpus, vocab_size=tc.vocab_size, show_progress=main, log=mlog
-            )
-        splits = load_token_splits(corpus, tok, ("train", "val"), show_progress=main, log=mlog)
-        return tok, splits
-
-    return rank0_first(prepare, dist)
 
 
 def train(
@@ -175,13 +136,32 @@ def train(
         ValueError: inconsistent settings (batch size vs world size, a resumed run with a
             different model or data stream, too few training tokens, ...).
     """
+    return train_task(LMTask(model_config), train_config, resume=resume, overwrite=overwrite,
+                      log=log, callback=callback)
+
+
+def train_task(
+    task: TrainTask,
+    train_config: TrainConfig,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    log: Callable[[str], Any] | None = print,
+    callback: Callable[[dict[str, Any]], Any] | None = None,
+) -> dict[str, Any]:
+    """Run the training loop on any :class:`~complexformer.training.task.TrainTask`.
+
+    :func:`train` is ``train_task(LMTask(model_config), ...)``; the run directory, resume,
+    DDP, checkpoint and return-value contract are the same as described there, except that
+    the task writes its own configuration, tokenizer and final model.
+    """
     t_start = time.perf_counter()
     tc = train_config
     threads = torch.get_num_threads()
     dist = setup_distributed(tc.device)
     log_fn: Callable[[str], Any] = (log or _noop) if dist.is_main else _noop
     try:
-        return _train(model_config, tc, dist, resume, overwrite, log_fn, callback, t_start)
+        return _train(task, tc, dist, resume, overwrite, log_fn, callback, t_start)
     finally:
         cleanup_distributed(dist)
         if torch.get_num_threads() != threads:
@@ -189,7 +169,7 @@ def train(
 
 
 def _train(
-    model_config: GPTConfig,
+    task: TrainTask,
     tc: TrainConfig,
     dist: DistInfo,
     resume: bool,
@@ -231,22 +211,17 @@ def _train(
     ckpt = load_checkpoint(ckpt_path, verify=False) if ckpt_path is not None else None
 
     # ---- data
-    tok, splits = _prepare_data(tc, out, ckpt is not None, dist, log)
-    cfg = model_config
-    if cfg.vocab_size != tok.vocab_size:
-        log(f"model: vocab_size {cfg.vocab_size} -> {tok.vocab_size} (the tokenizer's)")
-        cfg = cfg.replace(vocab_size=tok.vocab_size)
-    if cfg.max_seq_len < 2:
-        raise ValueError(f"max_seq_len must be >= 2 to train, got {cfg.max_seq_len}")
-    block_size = cfg.max_seq_len - 1
-    train_tokens, val_tokens = splits["train"], splits["val"]
+    task.prepare(tc, out, ckpt is not None, dist, log)
+    cfg_dict = task.config_dict()
+    seq_tokens = task.seq_tokens
+    train_tokens, val_tokens = task.train_tokens, task.val_tokens
     sampler = BlockSampler(
-        train_tokens, block_size, per_rank, seed=tc.seed, rank=dist.rank, world_size=world
+        train_tokens, seq_tokens - 1, per_rank, seed=tc.seed, rank=dist.rank, world_size=world
     )
 
     if ckpt is not None:
         saved_cfg = ckpt.state["model_config"]
-        diff = _config_diff(saved_cfg, cfg.to_dict())
+        diff = _config_diff(saved_cfg, cfg_dict)
         if diff:
             raise ValueError(
                 f"cannot resume {ckpt.path}: the model config differs from the checkpoint's "
@@ -264,7 +239,7 @@ def _train(
 
     # ---- model, optimizer, schedule
     _seed_all(tc.seed)
-    model = ComplexFormerLM(cfg)
+    model = task.build_model()
     if ckpt is not None:
         ckpt.load_model_into(model)
     model.to(device)
@@ -288,31 +263,24 @@ def _train(
     else:
         _seed_all(tc.seed + dist.rank)  # dropout / PCL masks differ across ranks
 
-    n_params = parameter_report(model)["total"]
+    log(task.describe(model))
     log(
-        f"model: {n_params:,} parameters, pos_scheme={cfg.pos_scheme}, n_layer={cfg.n_layer}, "
-        f"d_model={cfg.d_model}, n_head={cfg.n_head}, max_seq_len={cfg.max_seq_len}\n"
-        + format_parameter_report(model)
-    )
-    log(
-        f"train: {tc.max_steps} steps x {tc.batch_size} sequences x {cfg.max_seq_len} tokens "
+        f"train: {tc.max_steps} steps x {tc.batch_size} sequences x {seq_tokens} tokens "
         f"({world} rank(s) x {tc.grad_accum} micro-batch(es) of {micro}), lr {tc.lr:g}, "
         f"device {device}, {len(train_tokens):,} train / {len(val_tokens):,} val tokens"
     )
-    n_val_blocks = EvalBlocks(val_tokens, block_size, 1, max_blocks=tc.eval_blocks).n_blocks
+    n_val_blocks = task.n_val_blocks(tc.eval_blocks)
     if n_val_blocks == 0:
         log(
             f"warning: the validation split ({len(val_tokens)} tokens) does not fill one block "
-            f"of {block_size + 1} tokens; validation is skipped"
+            f"of {seq_tokens} tokens; validation is skipped"
         )
 
     # ---- run files (rank 0)
     metrics = None
     if main:
-        atomic_write_text(out / "config.json", cfg.to_json() + "\n")
+        task.write_run_files(out, fresh=ckpt is None)
         atomic_write_text(out / "train_config.json", tc.to_json() + "\n")
-        if not (out / "tokenizer" / TOKENIZER_META).is_file() or ckpt is None:
-            save_tokenizer(tok, out / "tokenizer")
         metrics = MetricsLogger(
             out, resume_step=start_step if ckpt is not None else None, tensorboard=tc.tensorboard
         )
@@ -335,19 +303,9 @@ def _train(
     def evaluate() -> dict[str, Any] | None:
         if n_val_blocks == 0:
             return None
-        return evaluate_perplexity(
-            model,
-            val_tokens,
-            block_size,
-            micro,
-            max_blocks=tc.eval_blocks,
-            device=device,
-            bf16=tc.bf16,
-            rank=dist.rank,
-            world_size=world,
-        )
+        return task.evaluate(model, micro, device, tc.bf16, dist.rank, world, tc.eval_blocks)
 
-    tokens_per_step = tc.batch_size * cfg.max_seq_len
+    tokens_per_step = tc.batch_size * seq_tokens
     clip = tc.grad_clip if tc.grad_clip > 0 else math.inf
     step = start_step
     last_eval: tuple[int, dict[str, Any] | None] | None = None
@@ -378,11 +336,11 @@ def _train(
                 )
                 with sync:
                     with autocast():
-                        out_ = train_model(mb, labels=mb)
+                        out_ = task.step_loss(train_model, mb, step + 1, i)
                     (out_.loss / tc.grad_accum).backward()
-                sums[0] += out_.lm_loss.detach().double() / tc.grad_accum
-                if out_.pcl_loss is not None:
-                    sums[1] += out_.pcl_loss.detach().double() / tc.grad_accum
+                sums[0] += out_.main.detach().double() / tc.grad_accum
+                if out_.aux is not None:
+                    sums[1] += out_.aux.detach().double() / tc.grad_accum
             grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
             lr = optimizer.param_groups[0]["lr"]
             optimizer.step()
@@ -416,8 +374,8 @@ def _train(
                     "tokens_seen": step * tokens_per_step,
                     "elapsed_s": time.perf_counter() - t_start,
                 }
-                if cfg.pcl:
-                    row["pcl_loss"] = accum["pcl"] / accum["n"]
+                if task.aux_name is not None:
+                    row[task.aux_name] = accum["pcl"] / accum["n"]
                 accum = {"loss": 0.0, "pcl": 0.0, "n": 0}
                 bar.set_postfix(
                     loss=f"{row['train_loss']:.4f}",
@@ -456,7 +414,7 @@ def _train(
                         model=model,
                         optimizer=optimizer,
                         scheduler=scheduler,
-                        model_config=cfg,
+                        model_config=cfg_dict,
                         train_config=tc,
                         rng=rng_states,
                         extra={
@@ -499,7 +457,7 @@ def _train(
         "resumed_from": None if ckpt is None else ckpt.step,
     }
     if main:
-        save_final_model(model, out / "model")
+        task.save_final(model, out / "model")
         atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
         plot_loss_curves(out / METRICS_FILE, out / "loss.png", title=str(out.name), log=log)
         if final is not None:

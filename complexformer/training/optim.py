@@ -88,29 +88,39 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     )
 
 
-def lr_factor(step: int, max_steps: int, warmup_steps: int, min_lr_ratio: float) -> float:
+def lr_factor(
+    step: int, max_steps: int, warmup_steps: int, min_lr_ratio: float, schedule: str = "cosine"
+) -> float:
     """Multiplier of the peak learning rate for the update with 0-based index ``step``.
 
     Linear warm-up ``(step + 1) / warmup_steps`` for ``step < warmup_steps`` (so the first
-    update already moves), then a cosine from 1 at ``step = warmup_steps`` down to
-    ``min_lr_ratio`` at the last update ``step = max_steps - 1`` (held there beyond).
+    update already moves), then a cosine (or, with ``schedule="linear"``, a straight line)
+    from 1 at ``step = warmup_steps`` down to ``min_lr_ratio`` at the last update
+    ``step = max_steps - 1`` (held there beyond).
 
     Args:
         step: 0-based update index.
         max_steps: total number of updates.
         warmup_steps: number of warm-up updates (0 for none).
         min_lr_ratio: final multiplier.
+        schedule: ``"cosine"`` or ``"linear"``.
     """
     if step < warmup_steps:
         return (step + 1) / warmup_steps
     span = max(1, max_steps - 1 - warmup_steps)
     progress = min(1.0, (step - warmup_steps) / span)
+    if schedule == "linear":
+        return 1.0 - (1.0 - min_lr_ratio) * progress
+    if schedule != "cosine":
+        raise ValueError(f"schedule must be 'cosine' or 'linear', got {schedule!r}")
     return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
     """The learning rate of the update with 0-based index ``step`` under ``cfg``."""
-    return cfg.lr * lr_factor(step, cfg.max_steps, cfg.warmup_steps(), cfg.min_lr_ratio)
+    return cfg.lr * lr_factor(
+        step, cfg.max_steps, cfg.warmup_steps(), cfg.min_lr_ratio, cfg.schedule
+    )
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> LambdaLR:
@@ -119,8 +129,9 @@ def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> Lambd
     Its ``state_dict`` is JSON-serialisable (the lambda is a plain function, stored as None).
     """
     max_steps, warmup, ratio = cfg.max_steps, cfg.warmup_steps(), cfg.min_lr_ratio
+    schedule = cfg.schedule
 
     def factor(step: int) -> float:
-        return lr_factor(step, max_steps, warmup, ratio)
+        return lr_factor(step, max_steps, warmup, ratio, schedule)
 
     return LambdaLR(optimizer, factor)

@@ -122,6 +122,19 @@ def test_schedule_warmup_then_cosine_to_min_lr():
     assert lr_factor(0, 5, 0, 0.0) == 1.0 and lr_factor(4, 5, 0, 0.0) == pytest.approx(0.0)
 
 
+def test_schedule_linear_warmup_then_linear_decay():
+    cfg = TrainConfig(out_dir="x", max_steps=101, lr=1e-4, warmup_frac=0.1, min_lr_ratio=0.0,
+                      schedule="linear")
+    w = cfg.warmup_steps()
+    for s in range(w):
+        assert lr_at(s, cfg) == pytest.approx(1e-4 * (s + 1) / w)
+    span = 100 - w
+    for s in (w, w + 7, w + span // 2, 100):  # a straight line from lr at w to 0 at the end
+        assert lr_at(s, cfg) == pytest.approx(1e-4 * (1 - (s - w) / span))
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        TrainConfig(out_dir="x", schedule="step")
+
+
 def test_scheduler_applies_lr_at_and_is_json_safe():
     import json
 

@@ -1,0 +1,194 @@
+"""What the training loop trains: a :class:`TrainTask` supplies the data, the model, the loss,
+the validation metric and the final save; :func:`~complexformer.training.train_task` supplies
+everything else (optimizer, schedule, accumulation, clipping, DDP, checkpoints, exact resume,
+metrics, progress).
+
+:class:`LMTask` is the ComplexFormer language model (next-token loss plus PCL);
+:class:`complexformer.lora.mlm.MLMTask` is continued masked-language-model pre-training of a
+complexified BERT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..data import Tokenizer, get_tokenizer, load_corpus, load_token_splits
+from ..data.tokenizer import META_FILE as TOKENIZER_META
+from ..models.config import GPTConfig
+from ..models.lm import ComplexFormerLM
+from ..models.report import format_parameter_report, parameter_report
+from .checkpoint import atomic_write_text
+from .config import TrainConfig
+from .dist import DistInfo, rank0_first
+from .evaluate import evaluate_perplexity
+from .rundir import save_final_model, save_tokenizer
+
+__all__ = ["LMTask", "StepLoss", "TrainTask"]
+
+
+@dataclass
+class StepLoss:
+    """The losses of one micro-batch.
+
+    Attributes:
+        loss: the differentiable objective.
+        main: the task loss alone (logged as ``train_loss``).
+        aux: an auxiliary loss included in ``loss`` (logged as ``<aux_name>``), or None.
+    """
+
+    loss: torch.Tensor
+    main: torch.Tensor
+    aux: torch.Tensor | None = None
+
+
+class TrainTask:
+    """The parts of a training run that depend on the model. Subclasses implement every method.
+
+    The loop calls, in order: :meth:`prepare` (every rank; rank 0 first), :meth:`config_dict`,
+    :meth:`build_model`, :meth:`describe`, :meth:`write_run_files` (rank 0), then per update
+    :meth:`step_loss` on each micro-batch of ``seq_tokens`` tokens per sequence sampled from
+    ``train_tokens``, :meth:`evaluate` every ``eval_every`` steps, and
+    :meth:`save_final` (rank 0) at the end.
+    """
+
+    #: name of the auxiliary loss column in metrics.jsonl, or None.
+    aux_name: str | None = None
+    train_tokens: np.ndarray
+    val_tokens: np.ndarray
+
+    def prepare(self, tc: TrainConfig, out: Path, resume: bool, dist: DistInfo,
+                log: Callable[[str], Any] | None) -> None:
+        """Load the data and the tokenizer (sets ``train_tokens`` and ``val_tokens``)."""
+        raise NotImplementedError
+
+    @property
+    def seq_tokens(self) -> int:
+        """Tokens per sampled training sequence (the sampler draws blocks of this length)."""
+        raise NotImplementedError
+
+    def config_dict(self) -> dict[str, Any]:
+        """The model configuration as JSON; a resumed run must have the same one."""
+        raise NotImplementedError
+
+    def build_model(self) -> nn.Module:
+        """A new model (the loop loads checkpoint weights into it when resuming)."""
+        raise NotImplementedError
+
+    def describe(self, model: nn.Module) -> str:
+        """A short description (parameter counts) for the log."""
+        raise NotImplementedError
+
+    def write_run_files(self, out: Path, fresh: bool) -> None:
+        """Write the configuration and tokenizer into the run directory (rank 0)."""
+        raise NotImplementedError
+
+    def step_loss(self, model: nn.Module, batch: torch.Tensor, step: int, micro: int) -> StepLoss:
+        """Losses of the micro-batch ``batch`` (seqs, seq_tokens) of update ``step`` (1-based)."""
+        raise NotImplementedError
+
+    def evaluate(self, model: nn.Module, batch_size: int, device: torch.device, bf16: bool,
+                 rank: int, world_size: int, max_blocks: int | None) -> dict[str, Any] | None:
+        """``{"loss", "ppl", "tokens", ...}`` on the validation split, or None if it is empty."""
+        raise NotImplementedError
+
+    def n_val_blocks(self, max_blocks: int | None) -> int:
+        """Number of validation blocks (0 skips validation)."""
+        raise NotImplementedError
+
+    def save_final(self, model: nn.Module, directory: Path) -> None:
+        """Save the trained model to ``directory`` atomically (rank 0)."""
+        raise NotImplementedError
+
+
+class LMTask(TrainTask):
+    """Train a :class:`~complexformer.models.ComplexFormerLM`: next-token loss on blocks of
+    ``max_seq_len`` tokens (``model(block, labels=block)``), plus ``ε·L_con`` with PCL."""
+
+    def __init__(self, model_config: GPTConfig) -> None:
+        self.cfg = model_config
+        self.tokenizer: Tokenizer | None = None
+
+    @property
+    def aux_name(self) -> str | None:  # type: ignore[override]
+        return "pcl_loss" if self.cfg.pcl else None
+
+    def prepare(self, tc, out, resume, dist, log) -> None:
+        main = dist.is_main
+        mlog = log if main else None
+
+        def load() -> tuple[Tokenizer, dict[str, np.ndarray]]:
+            corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
+            run_tok = out / "tokenizer"
+            if resume and (run_tok / TOKENIZER_META).is_file():
+                tok = Tokenizer.load(run_tok)
+                if mlog:
+                    mlog(f"tokenizer: {tok!r} from {run_tok}")
+            else:
+                tok = get_tokenizer(
+                    tc.tokenizer, corpus, vocab_size=tc.vocab_size, show_progress=main, log=mlog
+                )
+            splits = load_token_splits(corpus, tok, ("train", "val"), show_progress=main,
+                                       log=mlog)
+            return tok, splits
+
+        tok, splits = rank0_first(load, dist)
+        self.tokenizer, self.train_tokens, self.val_tokens = tok, splits["train"], splits["val"]
+        if self.cfg.vocab_size != tok.vocab_size:
+            if log:
+                log(f"model: vocab_size {self.cfg.vocab_size} -> {tok.vocab_size} "
+                    "(the tokenizer's)")
+            self.cfg = self.cfg.replace(vocab_size=tok.vocab_size)
+        if self.cfg.max_seq_len < 2:
+            raise ValueError(f"max_seq_len must be >= 2 to train, got {self.cfg.max_seq_len}")
+
+    @property
+    def seq_tokens(self) -> int:
+        return self.cfg.max_seq_len
+
+    def config_dict(self) -> dict[str, Any]:
+        return self.cfg.to_dict()
+
+    def build_model(self) -> nn.Module:
+        return ComplexFormerLM(self.cfg)
+
+    def describe(self, model) -> str:
+        cfg = self.cfg
+        n_params = parameter_report(model)["total"]
+        return (
+            f"model: {n_params:,} parameters, pos_scheme={cfg.pos_scheme}, "
+            f"n_layer={cfg.n_layer}, d_model={cfg.d_model}, n_head={cfg.n_head}, "
+            f"max_seq_len={cfg.max_seq_len}\n" + format_parameter_report(model)
+        )
+
+    def write_run_files(self, out, fresh) -> None:
+        atomic_write_text(out / "config.json", self.cfg.to_json() + "\n")
+        if fresh or not (out / "tokenizer" / TOKENIZER_META).is_file():
+            save_tokenizer(self.tokenizer, out / "tokenizer")
+
+    def step_loss(self, model, batch, step, micro) -> StepLoss:
+        out = model(batch, labels=batch)
+        return StepLoss(out.loss, out.lm_loss, out.pcl_loss if self.cfg.pcl else None)
+
+    def n_val_blocks(self, max_blocks) -> int:
+        from ..data import EvalBlocks
+
+        return EvalBlocks(self.val_tokens, self.cfg.max_seq_len - 1, 1,
+                          max_blocks=max_blocks).n_blocks
+
+    def evaluate(self, model, batch_size, device, bf16, rank, world_size, max_blocks):
+        if self.n_val_blocks(max_blocks) == 0:
+            return None
+        return evaluate_perplexity(
+            model, self.val_tokens, self.cfg.max_seq_len - 1, batch_size,
+            max_blocks=max_blocks, device=device, bf16=bf16, rank=rank, world_size=world_size,
+        )
+
+    def save_final(self, model, directory) -> None:
+        save_final_model(model, directory)
