@@ -6,6 +6,8 @@ import json
 import random
 from pathlib import Path
 
+import torch
+
 WORDS = (
     "the cat dog sat on a mat and ran to its home while birds sang in trees def return "
     "import class self value list dict for if else print range len"
@@ -31,3 +33,35 @@ def write_corpus(root: Path, n_lines: int = 1500) -> str:
     path = root / "corpus.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     return f"text:{path}"
+
+
+TRAIN_TEXT = [
+    "the cat sat on the mat and the dog ran to its home",
+    "birds sang in the trees while a cat slept",
+    "def value(self): return len(self.items)",
+] * 30
+
+
+def build_tiny_gpt2(directory: Path, n_positions: int = 64) -> Path:
+    """Save a tiny random GPT-2 and a trained byte-level BPE tokenizer (~280 tokens) to
+    ``directory`` (loadable with ``AutoModelForCausalLM``/``AutoTokenizer``, offline)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tk.train_from_iterator(TRAIN_TEXT, trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|endoftext|>",
+                                  bos_token="<|endoftext|>")
+    tok.save_pretrained(directory)
+    eos = tok.eos_token_id
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=len(tok), n_positions=n_positions, n_embd=32, n_layer=2,
+                     n_head=2, bos_token_id=eos, eos_token_id=eos)
+    GPT2LMHeadModel(cfg).save_pretrained(directory)
+    return directory
