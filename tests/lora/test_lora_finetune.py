@@ -1,0 +1,133 @@
+"""Fine-tuning: metrics against scikit-learn, the real LoRA baseline, the three model kinds
+end to end on a tiny BERT (resumable), and CmplxBERT on MiniLM beating the majority class of
+the offline docstring task."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+from lora_testlib import save_tiny_bert_dir
+from torch import nn
+from torch.testing import assert_close
+
+from complexformer.lora.finetune import FinetuneConfig, build_classifier, finetune
+from complexformer.lora.metrics import classification_metrics, macro_f1, mean_std
+from complexformer.lora.real import RealLoRALinear, add_real_lora
+
+pytest.importorskip("transformers")
+
+
+def test_macro_f1_and_accuracy_match_sklearn():
+    from sklearn.metrics import accuracy_score, f1_score
+
+    rng = random.Random(0)
+    for _ in range(20):
+        n = rng.randint(1, 40)
+        y = [rng.randrange(5) for _ in range(n)]
+        p = [rng.randrange(6) for _ in range(n)]
+        m = classification_metrics(y, p)
+        assert m["accuracy"] == pytest.approx(accuracy_score(y, p))
+        assert m["macro_f1"] == pytest.approx(f1_score(y, p, average="macro"))
+    assert macro_f1([0, 0, 1], [0, 0, 1]) == 1.0
+    assert mean_std([1.0, 2.0, 3.0]) == pytest.approx((2.0, 1.0))
+    assert mean_std([0.5]) == (0.5, 0.0)
+    with pytest.raises(ValueError, match="equal length"):
+        classification_metrics([1, 2], [1])
+
+
+def test_real_lora_starts_at_base_and_counts():
+    torch.manual_seed(0)
+    lin = nn.Linear(7, 5)
+    x = torch.randn(3, 7)
+    ref = lin(x)
+    lora = RealLoRALinear(lin, r=3)
+    assert_close(lora(x), ref)  # B = 0: equal to the base at the start
+    assert [n for n, p in lora.named_parameters() if p.requires_grad] == ["lora_A", "lora_B"]
+    with torch.no_grad():
+        lora.lora_B.normal_()
+    assert_close(lora(x), ref + x @ lora.lora_A.T @ lora.lora_B.T)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    names = add_real_lora(model, 2, ["0"])
+    assert names == ["0"] and isinstance(model[0], RealLoRALinear)
+    assert sum(p.numel() for p in model.parameters() if p.requires_grad) == 2 * (4 + 4)
+    with pytest.raises(ValueError, match="match no Linear"):
+        add_real_lora(nn.Sequential(nn.Linear(2, 2)), 2, ["nothing"])
+
+
+def _task_dir(root):
+    """A small, learnable, real-text task: docstrings of two stdlib modules."""
+    import inspect
+    import json as js
+    import os
+    import string
+
+    rows = []
+    for label, mod in ((0, os), (1, string)):
+        for name in sorted(dir(mod)):
+            doc = inspect.getdoc(getattr(mod, name))
+            if doc and not name.startswith("_"):
+                rows.append({"text": doc[:200], "label": label})
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "task.jsonl"
+    path.write_text("\n".join(js.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_finetune_three_models_on_a_tiny_bert_and_resume(tmp_path):
+    base = str(save_tiny_bert_dir(tmp_path / "bert", "BertModel"))
+    task = _task_dir(tmp_path / "task")
+    cfg = FinetuneConfig(task=task, seeds=(0, 1), epochs=1, lr=1e-3, batch_size=8,
+                         max_len=24, max_train_examples=48, num_threads=1, device="cpu",
+                         pooling="cls")
+    out = tmp_path / "ft"
+    p = finetune(base, cfg, out, log=None)
+    assert set(p["summary"]) == {"cmplxbert", "real", "real-lora"}
+    for kind, s in p["summary"].items():
+        runs = [r for r in p["runs"] if r["model"] == kind]
+        accs = [r["test"]["accuracy"] for r in runs]
+        assert s["n"] == 2
+        assert s["accuracy_mean"] == pytest.approx(sum(accs) / 2)
+        assert s["accuracy_std"] == pytest.approx(abs(accs[0] - accs[1]) / 2 ** 0.5)
+    counts = {k: s["trainable_params"] for k, s in p["summary"].items()}
+    # the real LoRA rank is matched to the CmplxBERT's trainable count (within one rank step)
+    assert abs(counts["real-lora"] - counts["cmplxbert"]) < 0.5 * counts["cmplxbert"]
+    assert counts["real"] > counts["cmplxbert"]
+    assert (out / "finetune.md").read_text().count("±") >= 6
+    files = sorted(x.name for x in (out / "runs").iterdir())
+    assert files == sorted(f"{k}-seed{s}.json" for k in ("cmplxbert", "real", "real-lora")
+                           for s in (0, 1))
+    # a rerun skips the finished runs and reproduces the same summary
+    before = {f: (out / "runs" / f).stat().st_mtime_ns for f in files}
+    again = finetune(base, cfg, out, log=None)
+    assert again["summary"] == p["summary"]
+    assert all((out / "runs" / f).stat().st_mtime_ns == before[f] for f in files)
+
+
+def test_build_classifier_trains_only_the_documented_parameters(tmp_path):
+    base = str(save_tiny_bert_dir(tmp_path / "bert", "BertModel"))
+    cfg = FinetuneConfig(task="x", num_threads=1)
+    cb = build_classifier("cmplxbert", base, 3, cfg)
+    trainable = [n for n, p in cb.named_parameters() if p.requires_grad]
+    assert "classifier.base_layer.weight" in trainable  # the new head learns
+    assert all(("lora_" in n or "bias_c" in n or "norm" in n.lower() or
+                n.startswith("classifier.")) for n in trainable), trainable
+    rl = build_classifier("real-lora", base, 3, cfg, real_lora_rank=4)
+    names = [n for n, p in rl.named_parameters() if p.requires_grad]
+    assert all("lora_" in n or "LayerNorm" in n or n.startswith("classifier.") for n in names)
+    with pytest.raises(ValueError, match="unknown model kind"):
+        FinetuneConfig(models=("cmplx",))
+
+
+def test_cmplxbert_on_minilm_beats_the_majority_class(tmp_path):
+    """The paper's modulus mode, the real pre-trained MiniLM, the offline docstring task."""
+    cfg = FinetuneConfig(task="docstrings", models=("cmplxbert",), seeds=(0,), epochs=2,
+                         lr=1e-3, batch_size=16, max_len=32, max_train_examples=640,
+                         max_eval_examples=200, num_threads=1, device="cpu")
+    p = finetune("minilm", cfg, tmp_path / "ft", log=None)
+    acc = p["summary"]["cmplxbert"]["accuracy_mean"]
+    assert p["pooling"] == "mean"
+    assert acc > p["majority"]["accuracy"] + 0.1, (acc, p["majority"])
+    assert json.loads((tmp_path / "ft" / "finetune.json").read_text())["summary"]
