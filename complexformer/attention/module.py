@@ -97,6 +97,21 @@ class CausalSelfAttention(nn.Module):
             self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
         self.pcl_weight = nn.Parameter(torch.ones(2, j)) if pcl else None
 
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Per-head queries, keys and values before any positional rotation.
+
+        Args:
+            x: (B, T, d_model) hidden states (the input of :meth:`forward`).
+
+        Returns:
+            (q, k, v), each (B, H, T, D); used by :meth:`forward` and by analyses
+            (``complexformer.evaluation.heads``).
+        """
+        b, t, _ = x.shape
+        qkv = self.qkv(x).view(b, t, 3, self.n_head, self.head_dim)  # (B, T, 3, H, D)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, D)
+        return q, k, v
+
     def forward(
         self, x: Tensor, cache: LayerKVCache | None = None, return_phases: bool = False
     ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
@@ -113,8 +128,7 @@ class CausalSelfAttention(nn.Module):
         """
         b, t, c = x.shape
         offset = cache.length if cache is not None else 0
-        qkv = self.qkv(x).view(b, t, 3, self.n_head, self.head_dim)  # (B, T, 3, H, D)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, D)
+        q, k, v = self.project_qkv(x)  # each (B, H, T, D)
         phases = None
         if self.scheme.rotation == "polar" and return_phases:
             # autograd through the phases, which the phase contrastive loss also uses
