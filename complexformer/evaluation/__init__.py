@@ -1,2 +1,13 @@
-"""Evaluation suites: generation quality (text), code (pass@k in a sandbox), math answers,
-length extrapolation and per-head analysis of CMHA."""
+"""Evaluation suites (``complexformer evaluate --suite ...``).
+
+* :mod:`.text` - generation quality: gen-PPL under an evaluator LM (:mod:`.genppl`), Dist-1/2
+  and Rep-4 (:mod:`.text_metrics`);
+* :mod:`.code` - pass@k (:mod:`.passk`) of sampled programs checked in a sandboxed subprocess
+  (:mod:`.sandbox`); ``check_correctness(problem, completion, timeout)``;
+* :mod:`.math` - GSM8K / MATH final-answer extraction, normalisation and accuracy;
+* :mod:`.extrapolation` - perplexity against context length for several runs;
+* :mod:`.heads` - CMHA's δ and b per head, semantic vs positional share, attention maps.
+
+Each ``run_*_suite`` writes ``<suite>.json`` and ``<suite>.md``. The submodules are imported
+on use (some need the ``eval`` extra).
+"""
