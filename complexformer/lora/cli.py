@@ -79,7 +79,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         lr=args.lr, batch_size=args.batch_size, max_len=args.max_len,
         warmup_frac=args.warmup_frac, weight_decay=args.weight_decay,
         max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
-        rank=args.rank, real_lora_rank=args.real_lora_rank, text_field=args.text_field,
+        rank=args.rank, attention_score=args.attention_score, head_output=args.head_output,
+        pooling=args.pooling, real_lora_rank=args.real_lora_rank, text_field=args.text_field,
         label_field=args.label_field, num_threads=args.threads, device=args.device,
     )
     payload = finetune(args.model, cfg, args.out)
@@ -202,6 +203,13 @@ def add_cbert_parsers(sub) -> None:
                    help="validate/test on fixed random subsets of N examples")
     f.add_argument("--rank", type=int, default=8,
                    help="complex LoRA rank when --model is a plain BERT (default 8)")
+    f.add_argument("--attention-score", default="modulus", choices=("modulus", "real"),
+                   help="attention score when --model is a plain BERT (default modulus)")
+    f.add_argument("--head-output", default="modulus", choices=("modulus", "real"),
+                   help="head output when --model is a plain BERT (default modulus)")
+    f.add_argument("--pooling", default="auto", choices=("auto", "cls", "mean"),
+                   help="sentence vector: [CLS] through the pooler, or the mean of the last "
+                   "hidden states; auto: mean for sentence-transformers bases (MiniLM)")
     f.add_argument("--real-lora-rank", type=int, default=None,
                    help="rank of the real LoRA baseline (default: match the trainable count)")
     f.add_argument("--text-field", default="text", help="text column")

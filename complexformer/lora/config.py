@@ -86,6 +86,13 @@ class ComplexLoRAConfig:
             and the wrapped model equals its base at step 0 while B gets a non-zero gradient
             at once (peft's choice of zeroing the factor next to the output, transposed:
             here B sits on the input side). ``"zero_a"``: A = 0 and B ~ CN(0, 1/in).
+        embedding_init: the same choice for the embedding adapters E + s·A·Bᴴ, where A
+            (num × r) is indexed by token and B (dim × r) by feature. ``"zero_a"`` (default,
+            peft's choice for embeddings): A = 0, B ~ CN(0, 1/dim), so an update changes only
+            the rows of the tokens in the batch. With ``"zero_b"`` every update of B moves
+            every token's embedding by its random A row, seen or not: measured on the
+            docstring task (MiniLM, lr 1e-3, 80 updates) this kept fine-tuning at the
+            majority class (test accuracy 0.14) while ``"zero_a"`` reached 0.5.
         complex_bias: add the complex bias b_c (init 0) to every adapted linear.
         attention_score: ``"modulus"``: softmax(|Q·Kᴴ|/√d)·V (the paper, after Eilers &
             Jiang 2023); ``"real"``: softmax(Re(Q·Kᴴ)/√d)·V, which reproduces the real model
@@ -113,6 +120,7 @@ class ComplexLoRAConfig:
     dropout: float = 0.0
     target_modules: list[str] | str = field(default_factory=lambda: list(DEFAULT_TARGET_MODULES))
     init: str = "zero_b"
+    embedding_init: str = "zero_a"
     complex_bias: bool = True
     attention_score: str = "modulus"
     head_output: str = "modulus"
@@ -154,6 +162,7 @@ class ComplexLoRAConfig:
                     f"suffixes or a regex string, got {self.target_modules!r}")
             self.target_modules = tm
         _choice(self.init, "init", INITS)
+        _choice(self.embedding_init, "embedding_init", INITS)
         _choice(self.attention_score, "attention_score", ATTENTION_SCORES)
         _choice(self.head_output, "head_output", HEAD_OUTPUTS)
         _choice(self.whiten, "whiten", WHITEN_CHOICES)

@@ -67,6 +67,9 @@ class FinetuneConfig:
             base is a sentence-transformers model whose ``1_Pooling/config.json`` says mean
             pooling (the packaged MiniLM), else ``"cls"``.
         rank: the complex LoRA rank when ``model`` is a plain BERT (complexified on the fly).
+        attention_score: ``"modulus"`` or ``"real"``, for a plain BERT complexified here.
+        head_output: ``"modulus"`` or ``"real"``, likewise (a CmplxBERT directory keeps the
+            choices it was pre-trained with).
         real_lora_rank: rank of the real LoRA baseline; None matches the CmplxBERT's count
             of trainable parameters.
         text_field: text column of CSV/JSONL/HF data.
@@ -88,6 +91,8 @@ class FinetuneConfig:
     max_eval_examples: int | None = None
     pooling: str = "auto"
     rank: int = 8
+    attention_score: str = "modulus"
+    head_output: str = "modulus"
     real_lora_rank: int | None = None
     text_field: str = "text"
     label_field: str = "label"
@@ -142,7 +147,9 @@ def build_classifier(kind: str, model_path: str, num_labels: int, cfg: FinetuneC
             model = load_cmplxbert(model_path, "classification", num_labels)[0]
         else:
             hf, _ = load_hf_bert(model_path, "classification", num_labels)
-            model = complexify(hf, ComplexLoRAConfig(r=cfg.rank))
+            model = complexify(hf, ComplexLoRAConfig(r=cfg.rank,
+                                                     attention_score=cfg.attention_score,
+                                                     head_output=cfg.head_output))
         model.classifier.base_layer.requires_grad_(True)  # new weights: they must learn
         return model
     hf, _ = load_hf_bert(_base_of(model_path), "classification", num_labels)

@@ -26,7 +26,8 @@ def _cmplx(**kw):
 def _set_adapter(model, seed: int = 3) -> None:
     emb = model.bert.embeddings.word_embeddings
     g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
+    with torch.no_grad():  # both factors non-zero (a fresh adapter has A = 0)
+        emb.lora_A.copy_(0.3 * torch.randn(emb.lora_A.shape, generator=g))
         emb.lora_B.copy_(0.3 * torch.randn(emb.lora_B.shape, generator=g))
 
 
