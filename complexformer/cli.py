@@ -92,7 +92,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         if getattr(args, name):
             train_kw[name] = True
     train_kw.update(train_over)
-    model_cfg = preset_config(args.preset, **model_over)
+    if args.init_from is not None:  # continued training: the init model's shapes
+        init = load_run(args.init_from, require_tokenizer=False)
+        model_cfg = init.model_config.replace(**model_over) if model_over else init.model_config
+        train_kw["init_from"] = args.init_from
+    else:
+        model_cfg = preset_config(args.preset, **model_over)
     train_cfg = TrainConfig(out_dir=args.out, **train_kw)
     summary = train(model_cfg, train_cfg, resume=args.resume, overwrite=args.overwrite)
     if summary is None:  # a non-zero rank of a distributed run
@@ -229,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also log to TensorBoard (needs the tensorboard extra)")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any model or training config field (repeatable)")
+    t.add_argument("--init-from", default=None, metavar="RUN",
+                   help="continued training: start from this run's weights and tokenizer "
+                   "(fresh optimizer and schedule; --preset is ignored, its config is used)")
     t.add_argument("--resume", action="store_true",
                    help="continue from the newest good checkpoint in --out")
     t.add_argument("--overwrite", action="store_true",

@@ -65,6 +65,10 @@ class TrainConfig:
             ``tensorboard`` extra).
         device: ``"auto"`` (CUDA if available, else CPU), ``"cpu"`` or ``"cuda"``.
         num_threads: ``torch.set_num_threads`` for CPU training (None: leave torch's default).
+        init_from: continued training: start from the weights of this run, checkpoint or
+            saved-model directory (the optimizer and schedule start fresh; ``tokenizer``
+            defaults to that run's tokenizer; the model config must match its shapes).
+            Ignored when resuming from a checkpoint of this run.
     """
 
     out_dir: str
@@ -94,6 +98,7 @@ class TrainConfig:
     tensorboard: bool = False
     device: str = "auto"
     num_threads: int | None = None
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         self.out_dir = os.fspath(self.out_dir)

@@ -114,6 +114,7 @@ class LMTask(TrainTask):
     def __init__(self, model_config: GPTConfig) -> None:
         self.cfg = model_config
         self.tokenizer: Tokenizer | None = None
+        self.init_from: str | None = None
 
     @property
     def aux_name(self) -> str | None:  # type: ignore[override]
@@ -122,6 +123,7 @@ class LMTask(TrainTask):
     def prepare(self, tc, out, resume, dist, log) -> None:
         main = dist.is_main
         mlog = log if main else None
+        self.init_from = None if resume else tc.init_from
 
         def load() -> tuple[Tokenizer, dict[str, np.ndarray]]:
             corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
@@ -130,6 +132,12 @@ class LMTask(TrainTask):
                 tok = Tokenizer.load(run_tok)
                 if mlog:
                     mlog(f"tokenizer: {tok!r} from {run_tok}")
+            elif tc.init_from is not None and tc.tokenizer is None:
+                from .run import load_run
+
+                tok = load_run(tc.init_from).tokenizer
+                if mlog:
+                    mlog(f"tokenizer: {tok!r} from {tc.init_from} (init_from)")
             else:
                 tok = get_tokenizer(
                     tc.tokenizer, corpus, vocab_size=tc.vocab_size, show_progress=main, log=mlog
@@ -156,7 +164,22 @@ class LMTask(TrainTask):
         return self.cfg.to_dict()
 
     def build_model(self) -> nn.Module:
-        return ComplexFormerLM(self.cfg)
+        model = ComplexFormerLM(self.cfg)
+        if self.init_from is not None:
+            from .run import load_run
+
+            src = load_run(self.init_from, require_tokenizer=False)
+            diff = {k: (v, self.cfg.to_dict().get(k)) for k, v in src.model_config.to_dict()
+                    .items() if k not in ("dropout", "pcl", "pcl_epsilon", "pcl_tau",
+                                          "pcl_dropout") and self.cfg.to_dict().get(k) != v}
+            if diff:
+                raise ValueError(f"init_from {self.init_from}: the model config differs in "
+                                 f"shape-defining fields (field: (init model, now)): {diff}")
+            missing, unexpected = model.load_state_dict(src.model.state_dict(), strict=False)
+            if unexpected or [k for k in missing if "pcl" not in k]:
+                raise ValueError(f"init_from {self.init_from}: weights do not fit: missing "
+                                 f"{missing[:5]}, unexpected {unexpected[:5]}")
+        return model
 
     def describe(self, model) -> str:
         cfg = self.cfg
