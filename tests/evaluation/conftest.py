@@ -19,17 +19,6 @@ def eval_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("eval_cache")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models on a shared 2-core machine run much faster on one thread."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(autouse=True)
 def _private_cache(monkeypatch, eval_cache):
     """Keep tokenizer/token caches out of ~/.cache."""

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import random
 from pathlib import Path
 
 import torch
-
-WORDS = (
-    "the cat dog sat on a mat and ran to its home while birds sang in trees def return "
-    "import class self value list dict for if else print range len"
-).split()
+from common_testlib import WORDS, write_corpus  # noqa: F401  (re-exported)
 
 # A tiny CMHA model: 1 layer, 2 heads, 32 dims, trained on 64-token blocks.
 TINY_MODEL = dict(vocab_size=300, n_layer=1, n_head=2, d_model=32, d_ff=64, max_seq_len=64)
@@ -20,20 +14,6 @@ TINY_TRAIN = dict(
     eval_blocks=4, log_every=5, save_every=20, keep_last=1, seed=0, device="cpu",
     num_threads=1,
 )
-
-
-def write_corpus(root: Path, n_lines: int = 1500) -> str:
-    """A JSONL file of short pseudo-sentences; returns its ``text:`` data spec."""
-    rng = random.Random(0)
-    root.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for i in range(n_lines):
-        words = [rng.choice(WORDS) for _ in range(rng.randint(6, 18))]
-        rows.append({"text": f"{i}: " + " ".join(words) + "."})
-    path = root / "corpus.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-    return f"text:{path}"
-
 
 TRAIN_TEXT = [
     "the cat sat on the mat and the dog ran to its home",
