@@ -187,6 +187,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from .evaluation.cli import add_evaluate_parser
     from .lora.cli import add_cbert_parsers
+    from .reproduce.cli import add_reproduce_parser
 
     fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(
@@ -270,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_evaluate_parser(sub)
     add_cbert_parsers(sub)
+    add_reproduce_parser(sub)
 
     i = sub.add_parser("info", help="config and parameter counts",
                        description="Show a model's configuration, its parameter counts with "

@@ -1,0 +1,52 @@
+"""Reproduce the ComplexFormer paper's comparisons (Shao et al., "ComplexFormer: Disruptively
+Advancing Transformer Inference Ability via Head-Specific Complex Vector Attention", 2025):
+Table 1 (positional schemes), Table 4 (ablation) and a length-extrapolation table, at a
+chosen scale, with several seeds, resumably.
+
+Modules: :mod:`.variants` (tables -> variants -> :class:`~complexformer.models.GPTConfig`;
+the ``tiny``, ``small`` and ``paper`` scales), :mod:`.runner` (train + evaluate every
+(variant, seed), then tabulate), :mod:`.table` (pure table builders: mean ± std, paired
+t-tests against RoPE), :mod:`.plots` (loss curves averaged over seeds), :mod:`.cli`
+(``complexformer reproduce``). See docs/reproduce.md.
+
+Typical use::
+
+    from complexformer.reproduce import ReproduceConfig, reproduce
+
+    out = reproduce(ReproduceConfig(out="runs/repro", tables=("1", "4"), scale="tiny", seeds=3))
+    print(out["tables"]["1"]["payload"]["markdown"])
+"""
+
+from .runner import PlannedRun, ReproduceConfig, format_plan, plan_runs, reproduce
+from .table import (
+    build_extrapolation_table,
+    build_table1,
+    build_table4,
+    mean_std,
+    paired_comparison,
+    paired_t_test,
+    student_t_two_sided_p,
+)
+from .variants import SCALES, TABLES, VARIANTS, Scale, Variant, get_scale, run_dir
+
+__all__ = [
+    "SCALES",
+    "TABLES",
+    "VARIANTS",
+    "PlannedRun",
+    "ReproduceConfig",
+    "Scale",
+    "Variant",
+    "build_extrapolation_table",
+    "build_table1",
+    "build_table4",
+    "format_plan",
+    "get_scale",
+    "mean_std",
+    "paired_comparison",
+    "paired_t_test",
+    "plan_runs",
+    "reproduce",
+    "run_dir",
+    "student_t_two_sided_p",
+]

@@ -1,0 +1,111 @@
+"""``complexformer reproduce``: rerun the ComplexFormer paper's comparisons (Shao et al. 2025,
+Tables 1 and 4, and a length-extrapolation table) at a chosen scale, resumably.
+
+Register it with :func:`add_reproduce_parser` on the subparsers of the ``complexformer``
+command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+__all__ = ["add_reproduce_parser", "cmd_reproduce"]
+
+_EPILOG = """\
+examples:
+  complexformer reproduce --table 1 --table 4 --scale tiny --seeds 3 --out runs/repro-tiny
+  complexformer reproduce --table 1 --scale tiny --dry-run          # the plan, no training
+  complexformer reproduce --table extrapolation --scale tiny --out runs/repro-tiny  # reuses
+  complexformer reproduce --table 1 --table 4 --scale paper --out runs/repro-paper \\
+      --device cuda --bf16
+  torchrun --nproc_per_node 8 -m complexformer.cli reproduce --table 1 --scale paper \\
+      --out runs/repro-paper --only cmha/seed0          # train one run on 8 GPUs
+  complexformer reproduce --table 1 --scale paper --out runs/repro-paper   # then evaluate
+
+Tables: 1 (learned, sinusoidal, gpt2, rope, cmha_shared, cmha), 4 (cmha, cmha_shared,
+cmha_fixed, cmha_nopcl, rope), extrapolation (the Table-1 variants at 1, 2, 4, 8 x T).
+Runs live in OUT/runs/<variant>/seed<k> and are shared by the tables; a finished run
+(summary.json) is not retrained, an interrupted one resumes from its checkpoint, and finished
+evaluations are not repeated. Under torchrun the runs are trained data-parallel and nothing is
+evaluated; run the command again in one process for the tables. See docs/reproduce.md.
+"""
+
+
+def _command(args: argparse.Namespace, out: str) -> str:
+    """The command line that reproduces these tables (printed above them)."""
+    parts = ["complexformer", "reproduce"]
+    for t in args.table or ["1"]:
+        parts += ["--table", t]
+    parts += ["--scale", args.scale, "--seeds", str(args.seeds), "--out", out]
+    for flag in ("data", "evaluator", "threads", "max_steps"):
+        value = getattr(args, flag)
+        if value is not None:
+            parts += [f"--{flag.replace('_', '-')}", str(value)]
+    if args.device != "auto":
+        parts += ["--device", args.device]
+    if args.bf16:
+        parts.append("--bf16")
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """Run ``complexformer reproduce`` from parsed arguments."""
+    from .runner import ReproduceConfig, format_plan, reproduce
+    from .variants import get_scale
+
+    overrides = {} if args.max_steps is None else {"max_steps": args.max_steps}
+    scale = get_scale(args.scale, **overrides)
+    out = args.out or f"runs/reproduce-{args.scale}"
+    config = ReproduceConfig(
+        out=out, tables=tuple(args.table or ["1"]), scale=scale, seeds=args.seeds,
+        data=args.data, evaluator=args.evaluator, threads=args.threads, device=args.device,
+        bf16=args.bf16, train_only=args.train_only, only=tuple(args.only),
+        command=_command(args, out),
+    )
+    if args.dry_run:
+        print(format_plan(config))
+        return 0
+    reproduce(config)
+    return 0
+
+
+def add_reproduce_parser(sub) -> argparse.ArgumentParser:
+    """Register the ``reproduce`` subcommand on the subparsers object ``sub``."""
+    r = sub.add_parser(
+        "reproduce", help="rerun the paper's Tables 1 and 4 (and extrapolation) at a scale",
+        description="Train every variant of the ComplexFormer paper's tables on identical "
+        "data, tokens and budget, for several seeds; evaluate each run (val/test perplexity, "
+        "gen-PPL, Dist-1/2, Rep-4, optionally extrapolation); write markdown/JSON tables "
+        "(mean ± std over seeds, paired comparison with RoPE) and loss plots to --out. "
+        "Resumable: finished runs and evaluations are skipped.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("--table", action="append", choices=("1", "4", "extrapolation"),
+                   help="table to reproduce (repeatable; default 1)")
+    r.add_argument("--scale", default="tiny", choices=("tiny", "small", "paper"),
+                   help="tiny (CPU, ~40 min for tables 1+4 x 3 seeds on 2 cores), small "
+                   "(CPU hours / GPU minutes), paper (the paper's Appendix A on WikiText-103; "
+                   "GPU). Default tiny")
+    r.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per variant (default 3)")
+    r.add_argument("--data", default=None,
+                   help="corpus spec (default: the scale's: stdlib, or WikiText-103 for paper)")
+    r.add_argument("--out", default=None, help="output directory (default runs/reproduce-SCALE)")
+    r.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    r.add_argument("--evaluator", default=None,
+                   help="gen-PPL evaluator: smollm2 (offline; tiny and small), gpt2-large (the "
+                   "paper's; paper scale), a directory, a .gguf file, or none")
+    r.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                   help="device for training and evaluation (default auto: CUDA if available)")
+    r.add_argument("--bf16", action="store_true", help="train under bf16 autocast")
+    r.add_argument("--max-steps", type=int, default=None,
+                   help="override the scale's training steps (every variant alike)")
+    r.add_argument("--only", action="append", default=[], metavar="VARIANT[/seedK]",
+                   help="train and evaluate only these runs (repeatable); the tables still "
+                   "include the saved results of the others")
+    r.add_argument("--train-only", action="store_true",
+                   help="train, do not evaluate or tabulate (automatic under torchrun)")
+    r.add_argument("--dry-run", action="store_true",
+                   help="print the plan (variants, seeds, configs, run directories and which "
+                   "are done) and exit")
+    r.set_defaults(func=cmd_reproduce)
+    return r
