@@ -219,18 +219,6 @@ class ComplexLoRALinear(_LoRABase):
         yy = self._planar_gemm(cols, x.shape[:-1], rdt)  # (2, ..., out): ONE real GEMM
         return yy if planar else torch.complex(yy[0], yy[1])
 
-    def planar_forward(self, xp: Tensor) -> Tensor:
-        """The unmerged forward on planar real tensors: (2, ..., in) (Re rows; Im rows) ->
-        (2, ..., out). No adapter dropout (the caller checks that it is inactive)."""
-        rdt = xp.dtype
-        cols = [xp]
-        if self.r > 0:
-            uv = (xp @ self.lora_B.to(rdt).flatten(1)).unflatten(-1, (self.r, 2))  # ONE GEMM
-            u, v = uv[..., 0], uv[..., 1]  # (2, ..., r): [Re x; Im x]·Re B, ·Im B
-            tr, ti = u[0] + v[1], u[1] - v[0]  # Bᴴ·x = x·conj(B)
-            cols += [torch.stack((tr, ti)), torch.stack((-ti, tr))]
-        return self._planar_gemm(cols, xp.shape[1:-1], rdt)
-
     def _planar_gemm(self, cols: list[Tensor], lead, rdt: torch.dtype) -> Tensor:
         w, b = self.base_layer.weight.to(rdt), self.base_layer.bias
         ww = self._block_weight(w, None if b is None else b.to(rdt), rdt)
@@ -277,76 +265,297 @@ class ComplexLoRALinear(_LoRABase):
 
 def fused_lora_linear(layers, x: Tensor, cache: dict | None = None) -> Tensor | None:
     """The outputs of several unmerged :class:`ComplexLoRALinear` on the SAME input,
-    concatenated on the last dim, from ONE real GEMM (e.g. a query/key/value projection).
+    concatenated on the last dim, from ONE big real GEMM (e.g. a query/key/value projection).
 
-    Exactly :meth:`ComplexLoRALinear._unmerged` with the block weights stacked on the output
-    dim (each layer's adapter columns placed in its own slot of the shared Bᴴ·x columns, zeros
-    elsewhere). Returns None (the caller then runs the layers one by one) when a layer is
+    :func:`planar_lora_linear` on the planar rows of x (the base weights stacked on the
+    output dim). Returns None (the caller then runs the layers one by one) when a layer is
     merged, the in_features differ, or adapter dropout is active (independent masks).
-    ``cache`` (a dict owned by the caller) keeps the stacked weight while no gradient is
-    needed, keyed like :meth:`ComplexLoRALinear._block_weight`.
+    ``cache`` (a dict owned by the caller) keeps the stacked weights while no gradient is
+    needed, keyed on the storage and in-place version of every tensor they are built from.
     """
     layers = list(layers)
     if not layers or any(not isinstance(m, ComplexLoRALinear) or m.merged for m in layers):
         return None
     n_in = layers[0].in_features
-    if any(m.in_features != n_in or (m.training and m.dropout > 0.0 and m.r > 0)
-           for m in layers):
+    if any(m.in_features != n_in or _adapter_dropout(m) for m in layers):
         return None
     x = lift_complex(x, "input", "ComplexLoRALinear")
     if x.shape[-1] != n_in:
         raise ValueError(f"ComplexLoRALinear: last dimension of the input is {x.shape[-1]}, "
                          f"expected in_features={n_in}")
-    rdt = x.real.dtype
-    lead = x.shape[:-1]
-    ranks = [m.r for m in layers]
-    big_r = sum(ranks)
-    cols = [torch.view_as_real(x).movedim(-1, 0)]  # (2, ..., in)
-    if big_r > 0:
-        bh = torch.cat([m.complex_B.conj() for m in layers if m.r > 0], 1)  # (in, R)
-        t = x @ bh.to(x.dtype)  # Bᴴ·x for every layer: (..., R)
-        tr, ti = t.real, t.imag
-        cols += [torch.stack((tr, ti)), torch.stack((-ti, tr))]
-    e = torch.eye(2, dtype=rdt, device=x.device)
-    cols.append(e.view((2,) + (1,) * len(lead) + (2,)).expand((2, *lead, 2)))
+    xp = torch.view_as_real(x).transpose(-1, -2)  # (..., 2, in): Re row, Im row (a view)
+    y = planar_lora_linear(layers, xp, cache=cache)  # (..., 2, sum out)
+    return torch.complex(y[..., 0, :], y[..., 1, :])
+
+
+# --------------------------------------------------------------------------- planar forms
+# "Planar rows": a complex (..., n) tensor held as a REAL (..., 2, n) one, the Re row then the
+# Im row of each token. A real map W acts on both rows alike, so a (complex-input) linear is
+# ONE real GEMM on the (2·tokens, n) matrix; CmplxBERT keeps its hidden states in this layout
+# through the encoder (no complex <-> real conversions between the layers).
+
+
+def _adapter_dropout(m) -> bool:
+    return m.training and m.dropout > 0.0 and m.r > 0
+
+
+def planar_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """:func:`complexformer.nn.functional.complex_dropout` on planar rows (..., 2, n): ONE
+    mask per complex entry, shared by its Re and Im rows."""
+    if not training or p == 0.0:
+        return x
+    if p >= 1.0:
+        return x * 0
+    mask = torch.empty(x.shape[:-2] + (1, x.shape[-1]), dtype=x.dtype, device=x.device)
+    return x * mask.bernoulli_(1.0 - p).div_(1.0 - p)
+
+
+def _key(params, *extra) -> tuple:
+    return (tuple(None if p is None else (p.data_ptr(), p._version, p.device) for p in params),
+            *extra)
+
+
+def _cacheable(params) -> bool:
+    return not torch.is_grad_enabled() or not any(
+        p is not None and p.requires_grad for p in params)
+
+
+def _planar_weights(layers, rdt: torch.dtype, cache: dict | None) -> tuple[Tensor, Tensor]:
+    """(W, Wa) of :func:`planar_lora_linear`: the stacked real base weights (out, in) and the
+    adapter + bias block (out, 2R + 2) = [s·Re A | s·Im A | b + Re b_c | Im b_c], each layer's
+    A in its own slot of the R = Σ r adapter columns (zeros elsewhere). Cached in ``cache``
+    while no gradient is needed, keyed on the storage and in-place version of every tensor
+    they are built from."""
     params = [p for m in layers for p in (m.base_layer.weight, m.base_layer.bias, m.lora_A,
                                           m.bias_c)]
-    cacheable = cache is not None and (not torch.is_grad_enabled() or not any(
-        p is not None and p.requires_grad for p in params))
-    key = (tuple(None if p is None else (p.data_ptr(), p._version, p.device) for p in params),
-           rdt, tuple(m.scaling for m in layers))
+    cacheable = cache is not None and _cacheable(params)
+    if cache is not None:
+        cache = cache.setdefault("autograd", {})
+    key = _key(params, rdt, tuple(m.scaling for m in layers))
     if cacheable and cache.get("key") == key:
-        ww = cache["weight"]
+        return cache["w"], cache["wa"]
+    big_r = sum(m.r for m in layers)
+    ws, was, off = [], [], 0
+    for m in layers:
+        w = m.base_layer.weight.to(rdt)
+        out = w.shape[0]
+        ws.append(w)
+        parts = []
+        if big_r > 0:
+            if m.r > 0:
+                a = m.lora_A.to(rdt) * m.scaling  # (out, r, 2)
+                z1, z2 = w.new_zeros(out, off), w.new_zeros(out, big_r - off - m.r)
+                parts += [torch.cat((z1, a[..., 0], z2), 1), torch.cat((z1, a[..., 1], z2), 1)]
+            else:
+                parts += [w.new_zeros(out, 2 * big_r)]
+        b = m.base_layer.bias
+        bre = w.new_zeros(out) if b is None else b.to(rdt)
+        bim = w.new_zeros(out)
+        if m.bias_c is not None:
+            bc = m.bias_c.to(rdt)
+            bre, bim = bre + bc[:, 0], bc[:, 1]
+        parts.append(torch.stack((bre, bim), 1))
+        was.append(torch.cat(parts, 1))
+        off += m.r
+    w = torch.cat(ws, 0) if len(ws) > 1 else ws[0]
+    wa = torch.cat(was, 0) if len(was) > 1 else was[0]
+    if cache is not None:
+        cache.clear()
+        if cacheable:
+            cache.update(key=key, w=w, wa=wa)
+    return w, wa
+
+
+def planar_lora_cols(layers, x: Tensor) -> Tensor:
+    """The adapter and bias columns of planar rows x (..., 2, in): (..., 2, 2R + 2).
+
+    With t = Bᴴ·x (each layer's r columns, its own adapter-dropout mask), the Re row is
+    [Re t | -Im t | 1 | 0] and the Im row [Im t | Re t | 0 | 1], so that against
+    [s·Re A | s·Im A | b_re | b_im] they give Re(s·A·t) + b_re and Im(s·A·t) + b_im.
+    Bᴴ·x of every layer (without dropout) is ONE small GEMM of the token rows [Re x | Im x]
+    with [[Re B, -Im B], [Im B, Re B]].
+    """
+    lead, rdt = x.shape[:-2], x.dtype
+    adapted = [m for m in layers if m.r > 0]
+    e = torch.eye(2, dtype=rdt, device=x.device).expand(lead + (2, 2))
+    if not adapted:
+        return e
+    if any(_adapter_dropout(m) for m in adapted):  # independent masks: one GEMM each
+        groups = [([m], planar_dropout(x, m.dropout, True)) for m in adapted]
     else:
-        rows, off = [], 0
-        for m in layers:
-            w = m.base_layer.weight.to(rdt)
-            wb = m._block_weight(w, None if m.base_layer.bias is None
-                                 else m.base_layer.bias.to(rdt), rdt)
-            m.__dict__.pop("_wcache", None)  # the stacked weight is cached instead
-            out = w.shape[0]
-            parts = [w]
-            if big_r > 0:
-                z = w.new_zeros(out, big_r)
-                if m.r > 0:
-                    re = torch.cat([z[:, :off], wb[:, n_in:n_in + m.r],
-                                    z[:, off + m.r:]], 1)
-                    im = torch.cat([z[:, :off], wb[:, n_in + m.r:n_in + 2 * m.r],
-                                    z[:, off + m.r:]], 1)
-                    parts += [re, im]
-                else:
-                    parts += [z, z]
-            bias = wb[:, n_in + 2 * m.r:]
-            parts.append(bias if bias.shape[1] == 2 else w.new_zeros(out, 2))
-            rows.append(torch.cat(parts, 1))
-            off += m.r
-        ww = torch.cat(rows, 0)
-        if cache is not None:
-            cache.clear()
-            if cacheable:
-                cache.update(key=key, weight=ww)
-    yy = F.linear(torch.cat(cols, -1), ww)  # (2, ..., sum out): ONE real GEMM
-    return torch.complex(yy[0], yy[1])
+        groups = [(adapted, x)]
+    trs, tis = [], []
+    for ms, xx in groups:
+        b = torch.cat([m.lora_B for m in ms], 1) if len(ms) > 1 else ms[0].lora_B
+        br, bi = b[..., 0].to(rdt), b[..., 1].to(rdt)  # (in, R)
+        bmat = torch.cat((torch.cat((br, -bi), 1), torch.cat((bi, br), 1)), 0)  # (2 in, 2R)
+        t = xx.flatten(-2) @ bmat  # the tokens' [Re t | Im t] (x·conj B): (..., 2R)
+        trs.append(t[..., :br.shape[1]])
+        tis.append(t[..., br.shape[1]:])
+    tr = torch.cat(trs, -1) if len(trs) > 1 else trs[0]
+    ti = torch.cat(tis, -1) if len(tis) > 1 else tis[0]
+    re = torch.cat((tr, -ti), -1)
+    im = torch.cat((ti, tr), -1)
+    return torch.cat((torch.stack((re, im), -2), e), -1)  # (..., 2, 2R + 2)
+
+
+def planar_lora_linear(layers, x: Tensor, *, cache: dict | None = None,
+                       residual: Tensor | None = None, alloc=None) -> Tensor:
+    """Several :class:`ComplexLoRALinear` on the same planar-rows input x (..., 2, in),
+    concatenated: (..., 2, Σ out) (+ ``residual`` (..., 2, Σ out)).
+
+    Unmerged layers, (W + s·A·Bᴴ)·x + b + b_c: the real base weight W acts on the Re and Im
+    rows alike, so the base part is ONE real GEMM of the (2·tokens, in) rows of x (never
+    copied or concatenated), and the adapter and biases add a K = 2r + 2 product.
+
+    * With autograd: the adapter columns (:func:`planar_lora_cols`) times
+      [s·Re A | s·Im A | b_re | b_im] (plus the residual), into which the base GEMM
+      accumulates (only these small columns are saved for the adapters' gradient).
+    * Without (:func:`_planar_inference`): the base GEMM also yields Bᴴ·x in 2R extra
+      output columns, then the adapter product accumulates in place.
+
+    Merged layers (complex W) run their complex forward. ``cache``: a dict owned by the
+    caller that keeps the stacked weights while no gradient is needed. ``alloc``: without
+    autograd, a function (shape -> uninitialised tensor of x's dtype and device) that
+    supplies the base GEMM's output buffer (a caller's reusable scratch space).
+    """
+    layers = list(layers)
+    n_in = x.shape[-1]
+    if any(m.merged for m in layers):
+        z = torch.complex(x[..., 0, :], x[..., 1, :])
+        y = torch.cat([torch.view_as_real(m(z)).transpose(-1, -2) for m in layers], -1)
+        return y if residual is None else y + residual
+    for m in layers:
+        if m.in_features != n_in:
+            raise ValueError(f"ComplexLoRALinear: last dimension of the input is {n_in}, "
+                             f"expected in_features={m.in_features}")
+    if not torch.is_grad_enabled() and not any(_adapter_dropout(m) for m in layers):
+        y = _planar_inference(layers, x, cache, alloc)
+        return y if residual is None else y.add_(residual)
+    rdt = x.dtype
+    w, wa = _planar_weights(layers, rdt, cache)
+    cols = planar_lora_cols(layers, x)
+    lead = x.shape[:-2]
+    n_out = w.shape[0]
+    x2 = x.reshape(-1, n_in)  # (2·tokens, in): a view of contiguous rows
+    c2 = cols.reshape(-1, cols.shape[-1])
+    if residual is not None:
+        acc = torch.addmm(residual.reshape(-1, n_out), c2, wa.t())
+    else:
+        acc = c2 @ wa.t()
+    if torch.is_grad_enabled():
+        y = torch.addmm(acc, x2, w.t())
+    else:  # in place: the GEMM accumulates into the small product (beta = 1)
+        y = acc.addmm_(x2, w.t())
+    return y.view(lead + (2, n_out))
+
+
+def _ext_weights(layers, rdt: torch.dtype, cache: dict) -> tuple[Tensor, list]:
+    """The inference weights of :func:`_planar_inference`: the extended base weight
+    [W; (Re B)ᵀ; (Im B)ᵀ] (Σ out + 2R, in) and per layer (first output, last output, first
+    adapter column, r, [s·Re A | s·Im A | b_re | b_im] (out, 2r + 2)); cached in ``cache``,
+    keyed on the storage and in-place version of every tensor they are built from."""
+    key = [rdt]
+    for m in layers:  # (the module dicts directly: this runs on every call)
+        bp, mp = m._modules["base_layer"]._parameters, m._parameters
+        for p in (bp["weight"], bp["bias"], mp["lora_A"], mp["lora_B"], mp["bias_c"]):
+            key.append(None if p is None else (p.data_ptr(), p._version, p.device))
+        key.append(m.scaling)
+    key = tuple(key)
+    if cache.get("key") == key:
+        return cache["w"], cache["blocks"]
+    ws, brs, bis, blocks = [], [], [], []
+    o0 = off = 0
+    for m in layers:
+        w = m.base_layer.weight.to(rdt)
+        out = w.shape[0]
+        ws.append(w)
+        parts = []
+        if m.r > 0:
+            b = m.lora_B.to(rdt)
+            brs.append(b[..., 0].t())
+            bis.append(b[..., 1].t())
+            a = m.lora_A.to(rdt) * m.scaling  # (out, r, 2)
+            parts += [a[..., 0], a[..., 1]]
+        bias = m.base_layer.bias
+        bre = w.new_zeros(out) if bias is None else bias.to(rdt)
+        bim = w.new_zeros(out)
+        if m.bias_c is not None:
+            bc = m.bias_c.to(rdt)
+            bre, bim = bre + bc[:, 0], bc[:, 1]
+        parts.append(torch.stack((bre, bim), 1))
+        blocks.append((o0, o0 + out, off, m.r, torch.cat(parts, 1).t().contiguous()))
+        o0 += out
+        off += m.r
+    w = torch.cat(ws + brs + bis, 0).contiguous() if len(ws) + len(brs) > 1 else ws[0]
+    cache.clear()
+    cache.update(key=key, w=w, blocks=blocks)
+    return w, blocks
+
+
+def _planar_inference(layers, x: Tensor, cache: dict | None, alloc=None) -> Tensor:
+    """:func:`planar_lora_linear` without autograd and adapter dropout, on planar rows.
+
+    ONE GEMM of the rows of x with [W; (Re B)ᵀ; (Im B)ᵀ] gives the base outputs and, in 2R
+    extra columns, x_c·Re B and x_c·Im B of both rows c, hence t = Bᴴ·x (Re t = Re x·Re B +
+    Im x·Im B, Im t = Im x·Re B - Re x·Im B); then per layer a K = 2r + 2 GEMM of the
+    adapter columns [Re t | -Im t | 1 | 0] (Re row), [Im t | Re t | 0 | 1] (Im row) with
+    [s·Re A | s·Im A | b_re | b_im] accumulates the adapter and the biases in place. The
+    result is a view (row stride Σ out + 2R) of that GEMM's output.
+    """
+    if cache is None:
+        cache = layers[0].__dict__.setdefault("_ext_cache", {}) if len(layers) == 1 else {}
+    cache = cache.setdefault("inference", {})
+    n_in = x.shape[-1]
+    w, blocks = _ext_weights(layers, x.dtype, cache)
+    x2 = x.reshape(-1, n_in)  # (2·tokens, in)
+    n_ext = w.shape[0]
+    if alloc is None:
+        ye = x2 @ w.t()  # (2·tokens, Σ out + 2R)
+    else:
+        ye = torch.mm(x2, w.t(), out=alloc((x2.shape[0], n_ext)))
+    n_out = blocks[-1][1]
+    big_r = (n_ext - n_out) // 2
+    y2 = ye.narrow(1, 0, n_out)
+    y3 = ye.view(-1, 2, n_ext)  # (tokens, 2, ·)
+    n_tok = y3.shape[0]
+    eye = cache.get("eye")
+    if eye is None:
+        eye = cache["eye"] = torch.eye(2, dtype=x.dtype, device=x.device)[:, None]  # (2,1,2)
+    groups = [blocks] if len({blk[3] for blk in blocks}) == 1 else [[blk] for blk in blocks]
+    for group in groups:  # the adapter columns of layers of equal rank, built together
+        r, n = group[0][3], len(group)
+        cols = ye.new_empty(n_tok, 2, n, 2 * r + 2)
+        if r > 0:
+            off = n_out + group[0][2]
+            u0, u1 = y3.narrow(2, off, n * r).view(n_tok, 2, n, r).unbind(1)  # x_c·Re B
+            v0, v1 = y3.narrow(2, off + big_r, n * r).view(n_tok, 2, n, r).unbind(1)  # ·Im B
+            c0, c1 = cols.unbind(1)
+            tr, ti = c0.narrow(2, 0, r), c1.narrow(2, 0, r)
+            torch.add(u0, v1, out=tr)  # Re t
+            torch.sub(u1, v0, out=ti)  # Im t
+            torch.neg(ti, out=c0.narrow(2, r, r))
+            c1.narrow(2, r, r).copy_(tr)
+        cols.narrow(3, 2 * r, 2).copy_(eye)
+        for j, (o0, o1, _, _, wa) in enumerate(group):
+            y2.narrow(1, o0, o1 - o0).addmm_(cols.select(2, j).reshape(2 * n_tok, -1), wa)
+    return y2.view(x.shape[:-1] + (n_out,))
+
+
+def _check_idx(idx: Tensor) -> None:
+    if idx.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"ComplexLoRAEmbedding: indices must be int64 or int32, got dtype "
+                         f"{idx.dtype}")
+
+
+def planar_add_real(delta: Tensor | None, e: Tensor) -> Tensor:
+    """Planar rows (..., 2, n) of e + delta, e real (..., n) (Re only), delta planar or None."""
+    if delta is None:
+        return torch.stack((e, torch.zeros_like(e)), -2)
+    if torch.is_grad_enabled():
+        return torch.stack((delta[..., 0, :] + e, delta[..., 1, :]), -2)
+    delta[..., 0, :] += e
+    return delta
 
 
 class ComplexLoRAEmbedding(_LoRABase):
@@ -402,6 +611,30 @@ class ComplexLoRAEmbedding(_LoRABase):
         a = CF.complex_embedding(idx, self.lora_A, self.padding_idx)  # A_i: (..., r)
         delta = a @ self.complex_B.conj().transpose(0, 1)  # A_i·Bᴴ: (..., dim)
         return torch.complex(e, torch.zeros_like(e)) + self.scaling * delta
+
+    def planar_forward(self, idx: Tensor) -> Tensor:
+        """The forward as planar rows: real (..., 2, embedding_dim) (Re row, Im row)."""
+        _check_idx(idx)
+        if self.merged:
+            w = self.merged_weight
+            e = F.embedding(idx, w.reshape(w.shape[0], -1), padding_idx=self.padding_idx)
+            return e.unflatten(-1, (-1, 2)).transpose(-1, -2)
+        e = self.base_layer(idx)  # (..., dim) real
+        delta = None
+        if self.r > 0:
+            a, wmat = self.planar_lora_factors(idx, e.dtype)
+            delta = (a @ wmat).unflatten(-1, (2, -1))
+        return planar_add_real(delta, e)
+
+    def planar_lora_factors(self, idx: Tensor, rdt: torch.dtype) -> tuple[Tensor, Tensor]:
+        """(a, m) with a @ m the planar rows (..., 2·dim) of s·A_i·Bᴴ: a = A_i's (Re, Im)
+        pairs (..., 2r), m (2r, 2·dim) (Re = Σ ar·br + ai·bi, Im = Σ ai·br - ar·bi)."""
+        a = F.embedding(idx, self.lora_A.flatten(1), padding_idx=self.padding_idx)  # (..., 2r)
+        b = self.lora_B.to(rdt) * self.scaling  # (dim, r, 2)
+        br, bi = b[..., 0], b[..., 1]
+        wre = torch.stack((br, bi), -1).flatten(1)  # (dim, 2r)
+        wim = torch.stack((-bi, br), -1).flatten(1)
+        return a.to(rdt), torch.cat((wre, wim), 0).t()
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}, {self._adapter_repr()}"

@@ -25,6 +25,16 @@ reproduces the real model on real inputs (hidden states, MLM and classification 
 float round-off. The modulus choices change the sign of negative scores/logits, which is why
 the paper continues MLM pre-training to set up the adapters.
 
+Implementation: from the embeddings to the last encoder layer the hidden states are REAL
+"planar rows" (B, T, 2, E) (Re row, Im row of each token), converted to complex only for
+``last_hidden_state`` and the heads. The frozen real weights act on both rows alike, so every
+linear is one real GEMM on 2·B·T rows (:func:`~complexformer.lora.layers.planar_lora_linear`;
+Q, K and V together), the split GELU and the complex LayerNorm work on the rows in place, and
+attention reads [Re | Im] head features: the real score is torch's fused SDPA on 2d
+features, the modulus score one batched GEMM of the stacked queries [[Qr, Qi], [Qi, -Qr]]
+with [Kr, Ki] for (Re S; Im S). Without autograd the layers share the scratch buffers of a
+per-call workspace (no fresh multi-MB tensors per layer).
+
 transformers is imported inside the functions that need it (extra ``hf``).
 """
 
@@ -42,14 +52,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from complexformer._optional import require
+from complexformer.attention.functional import attention as _real_sdpa
 from complexformer.lora.config import ComplexLoRAConfig, target_matches
 from complexformer.lora.layers import (
     ComplexLoRAEmbedding,
     ComplexLoRALinear,
-    fused_lora_linear,
+    _check_idx,
+    planar_add_real,
+    planar_dropout,
+    planar_lora_linear,
 )
 from complexformer.nn import CGELU, CReLU, LayerNorm
 from complexformer.nn import functional as CF
+from complexformer.nn._utils import lift_complex
 
 __all__ = [
     "CmplxBert",
@@ -126,6 +141,58 @@ class CmplxBertOutput:
 # MLM and the classification model.
 
 
+def _planar(z: Tensor) -> Tensor:
+    """complex (..., n) -> planar rows: real (..., 2, n), the Re row then the Im row."""
+    return torch.view_as_real(lift_complex(z, "input", "CmplxBert")).transpose(-1, -2)
+
+
+def _complex(x: Tensor) -> Tensor:
+    """planar rows (..., 2, n) -> complex (..., n)."""
+    return torch.complex(x[..., 0, :], x[..., 1, :])
+
+
+def _norm(ln: LayerNorm, x: Tensor, ws: _Workspace | None = None, name: str = "") -> Tensor:
+    """The complex LayerNorm ``ln`` on planar rows; without autograd it overwrites x and
+    writes into the workspace buffer ``name``."""
+    if _no_grad():
+        out = None if ws is None else ws.get(name, x.shape, x)
+        return CF.planar_layer_norm(x, ln.weight, ln.bias, ln.eps, ln.whiten, inplace=True,
+                                    out=out)
+    return CF.planar_layer_norm(x, ln.weight, ln.bias, ln.eps, ln.whiten)
+
+
+def _no_grad() -> bool:
+    return not torch.is_grad_enabled()
+
+
+class _Workspace:
+    """Scratch buffers that the layers of ONE forward without autograd share, by name, so
+    that each layer does not allocate (and page-fault in) fresh multi-MB tensors. Lives for
+    one :meth:`CmplxBert.forward` call (no memory is kept, no state shared between calls or
+    threads); a buffer is reused only once its previous content is dead. In a layer, "big"
+    holds in turn the Q/K/V projections, the attention scores, the attention output and the
+    FFN intermediate (each dead before the next is written); "hidden" the layer output."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[str, Tensor] = {}
+
+    def get(self, name: str, shape, like: Tensor) -> Tensor:
+        """An uninitialised ``shape`` tensor of like's dtype and device (one forward uses
+        one device)."""
+        n = math.prod(shape)
+        b = self._bufs.get(name)
+        if b is None or b.numel() < n or b.dtype is not like.dtype:
+            b = self._bufs[name] = like.new_empty(n)
+        return b.narrow(0, 0, n).view(shape)
+
+    def alloc(self, name: str, like: Tensor):
+        return lambda shape: self.get(name, shape, like)
+
+
+def _alloc(ws: _Workspace | None, name: str, like: Tensor):
+    return None if ws is None else ws.alloc(name, like)
+
+
 class _Embeddings(nn.Module):
     def __init__(self, word, position, token_type, norm: LayerNorm, dropout: float) -> None:
         super().__init__()
@@ -135,16 +202,82 @@ class _Embeddings(nn.Module):
         self.LayerNorm = norm
         self.dropout = dropout
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None,
-                position_ids: Tensor | None) -> Tensor:
+    def planar(self, input_ids: Tensor, token_type_ids: Tensor | None,
+               position_ids: Tensor | None, ws: _Workspace | None = None) -> Tensor:
+        """(B, T) ids -> planar rows (B, T, 2, E)."""
         t = input_ids.shape[1]
         if position_ids is None:
             position_ids = torch.arange(t, device=input_ids.device)[None]  # (1, T)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        e = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
-        e = e + self.position_embeddings(position_ids)  # (B, T, E) complex, HF's order
-        return CF.complex_dropout(self.LayerNorm(e), self.dropout, self.training)
+        tables = ((self.word_embeddings, input_ids), (self.token_type_embeddings, token_type_ids),
+                  (self.position_embeddings, position_ids))  # HF's order of the sums
+        if any(m.merged for m, _ in tables):
+            e = tables[0][0].planar_forward(input_ids) + tables[1][0].planar_forward(
+                token_type_ids)
+            e = e + tables[2][0].planar_forward(position_ids)
+        else:  # the real lookups summed as HF does, the adapters' parts in ONE small GEMM
+            for _, idx in tables:
+                _check_idx(idx)
+            real = tables[0][0].base_layer(input_ids) + tables[1][0].base_layer(token_type_ids)
+            real = real + tables[2][0].base_layer(position_ids)  # (B, T, E)
+            lead = real.shape[:-1]
+            fac = [m.planar_lora_factors(idx, real.dtype) for m, idx in tables if m.r > 0]
+            delta = None
+            if fac:
+                a = torch.cat([f[0].expand(lead + f[0].shape[-1:]) for f in fac], -1)
+                delta = (a @ torch.cat([f[1] for f in fac], 0)).unflatten(-1, (2, -1))
+            e = planar_add_real(delta, real)  # (B, T, 2, E)
+        return planar_dropout(_norm(self.LayerNorm, e, ws, "hidden"), self.dropout,
+                              self.training)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None,
+                position_ids: Tensor | None) -> Tensor:
+        return _complex(self.planar(input_ids, token_type_ids, position_ids))  # (B, T, E)
+
+
+def _modulus_attention(qkv: Tensor, bias: Tensor | None, scale: float, dropout_p: float,
+                       ws: _Workspace | None = None) -> Tensor:
+    """softmax(|Q·Kᴴ|·scale + bias)·V from the planar (B, T, 2, 3, H, d) projections:
+    (B, H, T, 2d) with [Re | Im] of each head's output.
+
+    Re(Q·Kᴴ) = [Qr, Qi]·[Kr, Ki]ᵀ and Im(Q·Kᴴ) = [Qi, -Qr]·[Kr, Ki]ᵀ: ONE batched GEMM of the
+    stacked (2T, 2d) queries with the (T, 2d) keys; the real weights multiply [Vr, Vi] in one
+    more. Without autograd every T x T step runs in place in workspace buffers.
+    """
+    b, t, _, _, h, d = qkv.shape
+    heads = qkv.permute(3, 0, 4, 1, 2, 5)  # (3, B, H, T, 2, d): a view
+    q = heads[0]
+    if not _no_grad():
+        qs = q * scale
+        qq = torch.stack((qs, torch.stack((qs[..., 1, :], -qs[..., 0, :]), -2)), 2)
+        kv = heads[1:].reshape(2, b * h, t, 2 * d)  # (K; V) with [Re | Im] features
+        ri = (qq.reshape(b * h, 2 * t, 2 * d) @ kv[0].transpose(1, 2)).view(b, h, 2, t, t)
+        w, _ = CF._polar_weights(ri, bias, phase=False)  # softmax(|S| + bias)
+        if dropout_p > 0.0:
+            w = F.dropout(w, dropout_p)
+        return (w.reshape(b * h, t, t) @ kv[1]).view(b, h, t, 2 * d)
+    ws = ws or _Workspace()
+    qq = ws.get("att_q", (b, h, 2, t, 2, d), qkv)  # the stacked, scaled queries
+    torch.mul(q, scale, out=qq[:, :, 0])
+    torch.mul(q[..., 1, :], scale, out=qq[:, :, 1, :, 0])
+    torch.mul(q[..., 0, :], -scale, out=qq[:, :, 1, :, 1])
+    kv = ws.get("att_kv", (2, b, h, t, 2, d), qkv)
+    kv.copy_(heads[1:])
+    kv = kv.view(2, b * h, t, 2 * d)
+    ri = torch.bmm(qq.view(b * h, 2 * t, 2 * d), kv[0].transpose(1, 2),
+                   out=ws.get("big", (b * h, 2 * t, t), qkv)).view(b, h, 2, t, t)
+    re, im = ri[:, :, 0], ri[:, :, 1]
+    w = torch.mul(re, re, out=ws.get("att_w", (b, h, t, t), qkv))  # |S| = sqrt(Re² + Im²)
+    w.addcmul_(im, im).sqrt_()
+    if bias is None:
+        torch.softmax(w, -1, out=w)
+    else:
+        w = CF._masked_softmax(w, bias)
+    if dropout_p > 0.0:
+        w = F.dropout(w, dropout_p)
+    o = torch.bmm(w.view(b * h, t, t), kv[1], out=ws.get("att_q", (b * h, t, 2 * d), qkv))
+    return o.view(b, h, t, 2 * d)
 
 
 class _SelfAttention(nn.Module):
@@ -153,25 +286,33 @@ class _SelfAttention(nn.Module):
         self.query, self.key, self.value = query, key, value
         self.n_heads, self.score, self.dropout = n_heads, score, dropout
 
-    def forward(self, h: Tensor, bias: Tensor | None) -> Tensor:
-        b, t, e = h.shape
-        d = e // self.n_heads
-
-        def heads(x: Tensor) -> Tensor:  # (B, T, E) -> (B, H, T, d)
-            return x.view(b, t, self.n_heads, d).transpose(1, 2)
-
-        qkv = fused_lora_linear((self.query, self.key, self.value), h,
-                                self.__dict__.setdefault("_qkv_cache", {}))
-        if qkv is not None:  # one GEMM for Q, K and V (same input)
-            sizes = [m.out_features for m in (self.query, self.key, self.value)]
-            q, k, v = (heads(z) for z in qkv.split(sizes, -1))
+    def planar(self, x: Tensor, bias: Tensor | None, ws: _Workspace | None = None) -> Tensor:
+        """planar rows (B, T, 2, E) -> (B, T, 2, E)."""
+        b, t, _, e = x.shape
+        h = self.n_heads
+        d = e // h
+        qkv = planar_lora_linear((self.query, self.key, self.value), x,
+                                 cache=self.__dict__.setdefault("_qkv_cache", {}),
+                                 alloc=_alloc(ws, "big", x))
+        qkv = qkv.view(b, t, 2, 3, h, d)
+        p = self.dropout if self.training else 0.0
+        if self.score == "real":  # softmax(Re(Q·Kᴴ))·V: torch's fused SDPA on [Re | Im]
+            heads = qkv.permute(3, 0, 4, 1, 2, 5)  # (3, B, H, T, 2, d)
+            if ws is not None:
+                a = ws.get("att_qkv", heads.shape, x).copy_(heads).view(3, b, h, t, 2 * d)
+            else:
+                a = heads.reshape(3, b, h, t, 2 * d)
+            o = _real_sdpa(a[0], a[1], a[2], is_causal=False, scale=1.0 / math.sqrt(d),
+                           bias=bias, dropout_p=p)
         else:
-            q, k, v = heads(self.query(h)), heads(self.key(h)), heads(self.value(h))
-        score = "real" if self.score == "real" else "modulus"
-        out, _ = CF.scaled_dot_product_attention(
-            q, k, v, score=score, bias=bias, scale=1.0 / math.sqrt(d),
-            dropout_p=self.dropout if self.training else 0.0)  # (B, H, T, d)
-        return out.transpose(1, 2).reshape(b, t, e)
+            o = _modulus_attention(qkv, bias, 1.0 / math.sqrt(d), p, ws)
+        o = o.view(b, h, t, 2, d).permute(0, 2, 3, 1, 4)  # (B, T, 2, H, d)
+        if ws is not None:
+            return ws.get("big", (b, t, 2, e), x).view(o.shape).copy_(o).view(b, t, 2, e)
+        return o.reshape(b, t, 2, e)
+
+    def forward(self, h: Tensor, bias: Tensor | None) -> Tensor:
+        return _complex(self.planar(_planar(h), bias))
 
 
 class _DenseNorm(nn.Module):
@@ -181,9 +322,22 @@ class _DenseNorm(nn.Module):
         super().__init__()
         self.dense, self.LayerNorm, self.dropout = dense, norm, dropout
 
+    def planar(self, x: Tensor, residual: Tensor, ws: _Workspace | None = None,
+               name: str = "") -> Tensor:
+        """LayerNorm(dropout(dense(x)) + residual) on planar rows; without autograd the
+        result lands in the workspace buffer ``name``."""
+        if self.training and self.dropout > 0.0:
+            y = planar_dropout(planar_lora_linear((self.dense,), x), self.dropout, True)
+            y = y + residual
+        elif ws is not None:  # the sum lands contiguous in a buffer (for the fused norm)
+            y = planar_lora_linear((self.dense,), x, alloc=_alloc(ws, "dense", x))
+            y = torch.add(y, residual, out=ws.get("sum", y.shape, x))
+        else:
+            y = planar_lora_linear((self.dense,), x, residual=residual)
+        return _norm(self.LayerNorm, y, ws, name)
+
     def forward(self, x: Tensor, residual: Tensor) -> Tensor:
-        y = CF.complex_dropout(self.dense(x), self.dropout, self.training)
-        return self.LayerNorm(y + residual)
+        return _complex(self.planar(_planar(x), _planar(residual)))
 
 
 class _Attention(nn.Module):
@@ -192,8 +346,11 @@ class _Attention(nn.Module):
         self.self = self_attn
         self.output = output
 
+    def planar(self, x: Tensor, bias: Tensor | None, ws: _Workspace | None = None) -> Tensor:
+        return self.output.planar(self.self.planar(x, bias, ws), x, ws, "hidden_attn")
+
     def forward(self, h: Tensor, bias: Tensor | None) -> Tensor:
-        return self.output(self.self(h, bias), h)
+        return _complex(self.planar(_planar(h), bias))
 
 
 class _Intermediate(nn.Module):
@@ -201,8 +358,20 @@ class _Intermediate(nn.Module):
         super().__init__()
         self.dense, self.intermediate_act_fn = dense, act
 
+    def planar(self, x: Tensor, ws: _Workspace | None = None) -> Tensor:
+        """dense, then the split activation on both rows alike (in place without autograd)."""
+        y = planar_lora_linear((self.dense,), x, alloc=_alloc(ws, "big", x))
+        act = self.intermediate_act_fn
+        if isinstance(act, CReLU):
+            return torch.relu_(y) if _no_grad() else F.relu(y)
+        if not isinstance(act, CGELU):  # any other (complex) activation
+            return _planar(act(_complex(y)))
+        if _no_grad():
+            return torch._C._nn.gelu_(y, approximate=act.approximate)
+        return F.gelu(y, approximate=act.approximate)
+
     def forward(self, x: Tensor) -> Tensor:
-        return self.intermediate_act_fn(self.dense(x))
+        return _complex(self.planar(_planar(x)))
 
 
 class _Layer(nn.Module):
@@ -211,24 +380,15 @@ class _Layer(nn.Module):
         super().__init__()
         self.attention, self.intermediate, self.output = attention, intermediate, output
 
+    def planar(self, x: Tensor, bias: Tensor | None, ws: _Workspace | None = None) -> Tensor:
+        """One encoder layer on planar rows (B, T, 2, E): no complex tensor inside. With a
+        workspace (no autograd) the result is its buffer "hidden" (x's own buffer, if x came
+        from the previous layer: x is dead by then)."""
+        a = self.attention.planar(x, bias, ws)
+        return self.output.planar(self.intermediate.planar(a, ws), a, ws, "hidden")
+
     def forward(self, h: Tensor, bias: Tensor | None) -> Tensor:
-        a = self.attention(h, bias)
-        d1, d2 = self.intermediate.dense, self.output.dense
-        act = self.intermediate.intermediate_act_fn
-        if _planar_ok(d1) and _planar_ok(d2) and isinstance(act, (CGELU, CReLU)):
-            # split activations act on Re and Im alike: stay planar (2, B, T, I) between
-            # the two dense layers (no complex interleaving of the wide intermediate)
-            p = d1._unmerged(a, a.real.dtype, planar=True)
-            p = F.relu(p) if isinstance(act, CReLU) else F.gelu(p, approximate=act.approximate)
-            y = d2.planar_forward(p)
-            y = CF.complex_dropout(torch.complex(y[0], y[1]), self.output.dropout, self.training)
-            return self.output.LayerNorm(y + a)
-        return self.output(self.intermediate(a), a)
-
-
-def _planar_ok(m) -> bool:
-    return isinstance(m, ComplexLoRALinear) and not m.merged and not (
-        m.training and m.dropout > 0.0 and m.r > 0)
+        return _complex(self.planar(_planar(h), bias))
 
 
 class _Encoder(nn.Module):
@@ -365,10 +525,13 @@ class CmplxBert(nn.Module):
             raise ValueError(f"CmplxBert: input_ids must be (batch, length), got shape "
                              f"{tuple(input_ids.shape)}")
         b, t = input_ids.shape
-        h = self.bert.embeddings(input_ids, token_type_ids, position_ids)  # (B, T, E)
-        bias = self._attention_bias(attention_mask, b, t, h.real.dtype)
+        # the encoder runs on planar rows (B, T, 2, E): real tensors, Re row then Im row
+        ws = _Workspace() if _no_grad() else None  # scratch shared by the layers
+        x = self.bert.embeddings.planar(input_ids, token_type_ids, position_ids, ws)
+        bias = self._attention_bias(attention_mask, b, t, x.dtype)
         for layer in self.bert.encoder.layer:
-            h = layer(h, bias)
+            x = layer.planar(x, bias, ws)
+        h = _complex(x)  # (B, T, E) complex
         pooled = self.bert.pooler(h) if self.bert.pooler is not None else None
         loss = logits = None
         if self.task == "mlm":
@@ -438,7 +601,7 @@ class _Builder:
         self.names.append(name)
         if c.is_target(name):
             self.adapted.append(name)
-            return ComplexLoRAEmbedding(emb, r=c.r, alpha=c.alpha, init=c.init)
+            return ComplexLoRAEmbedding(emb, r=c.r, alpha=c.alpha, init=c.embedding_init)
         return ComplexLoRAEmbedding(emb, r=0)
 
     def norm(self, ln: nn.LayerNorm) -> LayerNorm:

@@ -46,6 +46,7 @@ __all__ = [
     "inverse_frequencies",
     "layer_norm",
     "modrelu",
+    "planar_layer_norm",
     "position_phasor",
     "rms_norm",
     "scaled_dot_product_attention",
@@ -190,6 +191,78 @@ def layer_norm(
     inv = 1.0 / (s * t)
     p, q, r = (vii + s) * inv, -vri * inv, (vrr + s) * inv  # V^(-1/2) = [[p, q], [q, r]]
     return affine_2x2(p * cr + q * ci, q * cr + r * ci, weight, bias)
+
+
+def planar_layer_norm(
+    x: Tensor,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+    whiten: str = "full",
+    *,
+    inplace: bool = False,
+    out: Tensor | None = None,
+) -> Tensor:
+    """:func:`layer_norm` over the last dim of PLANAR ROWS: real x (..., 2, F) holding Re in
+    ``x[..., 0, :]`` and Im in ``x[..., 1, :]``; returns the same layout.
+
+    The same arithmetic as :func:`layer_norm` (centre Re and Im, whiten, per-feature 2x2
+    affine), with no complex <-> real conversion. ``inplace`` may overwrite x (only where no
+    gradient is recorded); ``out`` (..., 2, F), possibly a strided view, receives the result
+    (likewise only without autograd).
+
+    Args:
+        x: real (..., 2, F).
+        weight: real (F, 2, 2) affine matrix or None.
+        bias: real (F, 2) or None.
+        eps, whiten: as :func:`layer_norm`.
+    """
+    check_choice(whiten, "whiten", WHITEN_MODES, "planar_layer_norm")
+    n = x.shape[-1]
+    grad = torch.is_grad_enabled()
+    c = x.sub_(x.mean(-1, keepdim=True)) if inplace else x - x.mean(-1, keepdim=True)
+    if whiten == "scalar":
+        if grad:
+            var = (c * c).sum((-2, -1), keepdim=True) / n  # E|z - mean|^2: (..., 1, 1)
+        else:  # one read pass over contiguous rows, no (..., 2, F) temporary
+            rows = torch.linalg.vector_norm(c, dim=-1, keepdim=True)  # (..., 2, 1)
+            var = rows.square_().sum(-2, keepdim=True).div_(n)
+        inv = torch.rsqrt(var + eps)  # (..., 1, 1)
+        y = c.mul_(inv) if inplace else c * inv
+    else:
+        cr, ci = c[..., 0, :], c[..., 1, :]
+        vrr = (cr * cr).mean(-1, keepdim=True) + eps
+        vii = (ci * ci).mean(-1, keepdim=True) + eps
+        vri = (cr * ci).mean(-1, keepdim=True)
+        det = (vrr * vii - vri * vri).clamp_min(eps * eps)
+        s = torch.sqrt(det)
+        t = torch.sqrt(vrr + vii + 2.0 * s)
+        inv = 1.0 / (s * t)
+        p, q, r = (vii + s) * inv, -vri * inv, (vrr + s) * inv
+        y = torch.stack((p * cr + q * ci, q * cr + r * ci), -2)
+    if weight is None and bias is None:
+        return y if out is None else out.copy_(y)
+    w = None if weight is None else weight.to(y.dtype)
+    b = None if bias is None else bias.to(y.dtype).t().contiguous()  # (2, F)
+    if out is None and torch.is_grad_enabled():
+        if w is not None:
+            wd = torch.diagonal(w, dim1=-2, dim2=-1).t()  # (2, F): (w_rr, w_ii)
+            wo = torch.diagonal(w.flip(-1), dim1=-2, dim2=-1).t()  # (2, F): (w_ri, w_ir)
+            y = y * wd + y.flip(-2) * wo
+        return y if b is None else y + b
+    if out is None:
+        out = torch.empty(y.shape, dtype=y.dtype, device=y.device)
+    if w is None:
+        return torch.add(y, b, out=out)
+    wt = w.reshape(-1, 4).t().contiguous()  # (4, F): w_rr, w_ri, w_ir, w_ii
+    wd = wt[0::3]  # (2, F): (w_rr, w_ii)
+    if b is None:
+        torch.mul(y, wd, out=out)
+    else:
+        torch.addcmul(b, y, wd, out=out)
+    out[..., 0, :].addcmul_(y[..., 1, :], wt[1])  # + w_ri Im
+    out[..., 1, :].addcmul_(y[..., 0, :], wt[2])  # + w_ir Re
+    return out
 
 
 def rms_norm(

@@ -81,3 +81,42 @@ def mask_tokens(ids, attn, mask_id: int, seed: int = 0, p: float = 0.15):
     pick[:, 1] = True  # at least one per row
     labels = ids.masked_fill(~pick, -100)
     return ids.masked_fill(pick, mask_id), attn, labels
+
+
+def write_docstring_corpus(path, n_docs: int = 400) -> str:
+    """A JSONL corpus of real English text: docstrings of stdlib modules' public objects.
+    Returns its ``text:`` data spec."""
+    import importlib
+    import json
+
+    docs: list[str] = []
+    for mod_name in ("json", "os", "textwrap", "inspect", "collections", "itertools",
+                     "functools", "pathlib", "argparse", "logging", "csv", "re", "string",
+                     "random", "statistics", "heapq", "bisect", "shutil", "tempfile"):
+        mod = importlib.import_module(mod_name)
+        for name in sorted(dir(mod)):
+            if name.startswith("_"):
+                continue
+            doc = inspect.getdoc(getattr(mod, name, None))
+            if doc and len(doc) > 80 and doc not in docs:
+                docs.append(doc)
+    rows = docs[:n_docs]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(json.dumps({"text": d}) for d in rows) + "\n", encoding="utf-8")
+    return f"text:{path}"
+
+
+def save_tiny_bert_dir(directory, kind: str = "BertModel", seed: int = 0, **kw):
+    """A tiny random HF BERT saved with the real MiniLM WordPiece tokenizer (vocab 30522).
+
+    Returns:
+        The directory (a local Hugging Face BERT: config.json, weights, tokenizer files).
+    """
+    from complexformer.models.cbert import load_minilm
+
+    _, tok = load_minilm("BertModel")
+    model = tiny_model(kind, seed=seed, vocab_size=tok.vocab_size,
+                       max_position_embeddings=128, **kw)
+    model.save_pretrained(str(directory))
+    tok.save_pretrained(str(directory))
+    return directory
