@@ -15,20 +15,7 @@ def eval_corpus_spec(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
-def eval_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("eval_cache")
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(monkeypatch, eval_cache):
-    """Keep tokenizer/token caches out of ~/.cache."""
-    monkeypatch.setenv("COMPLEXFORMER_CACHE", str(eval_cache))
-    for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
-        monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture(scope="session")
-def make_tiny_run(tmp_path_factory, eval_corpus_spec, eval_cache):
+def make_tiny_run(tmp_path_factory, eval_corpus_spec, session_cache):
     """``make_tiny_run(pos_scheme="cmha", **model_overrides) -> run_dir``: trains (once per
     distinct argument set, 20 steps, ~2 s) a tiny model on the tiny corpus."""
     from complexformer.models import GPTConfig
@@ -40,7 +27,7 @@ def make_tiny_run(tmp_path_factory, eval_corpus_spec, eval_cache):
         key = (pos_scheme, tuple(sorted(overrides.items())))
         if key not in made:
             mp = pytest.MonkeyPatch()
-            mp.setenv("COMPLEXFORMER_CACHE", str(eval_cache))
+            mp.setenv("COMPLEXFORMER_CACHE", str(session_cache))
             try:
                 out = tmp_path_factory.mktemp(f"run_{pos_scheme}") / "run"
                 mcfg = GPTConfig(**{**TINY_MODEL, "pos_scheme": pos_scheme, **overrides})

@@ -22,19 +22,6 @@ def repro_corpus_spec(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
-def repro_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("repro_cache")
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(monkeypatch, repro_cache):
-    """Keep tokenizer/token caches out of ~/.cache; no torchrun environment."""
-    monkeypatch.setenv("COMPLEXFORMER_CACHE", str(repro_cache))
-    for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
-        monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture(scope="session")
 def micro_scale(repro_corpus_spec) -> Scale:
     """A scale for tests only: 1 layer, d_model 32, 10 steps of 4 x 32 tokens, 4 prompts."""
     return Scale(

@@ -16,19 +16,6 @@ def corpus_spec(tmp_path_factory) -> str:
     return write_corpus(tmp_path_factory.mktemp("corpus"))
 
 
-@pytest.fixture(scope="session")
-def session_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.fixture(autouse=True)
-def _private_cache(monkeypatch, session_cache):
-    """Keep tokenizer/token caches out of ~/.cache (shared by the tests of one session)."""
-    monkeypatch.setenv("COMPLEXFORMER_CACHE", str(session_cache))
-    for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
-        monkeypatch.delenv(var, raising=False)
-
-
 @pytest.fixture()
 def model_config() -> GPTConfig:
     return GPTConfig(**REFERENCE_MODEL)
