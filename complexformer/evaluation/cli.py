@@ -47,6 +47,7 @@ def _kwargs(args: argparse.Namespace, mapping: dict[str, str]) -> dict[str, Any]
 
 
 def _out_dir(args: argparse.Namespace, run) -> Path:
+    """``--out``, else ``RUN/eval`` (``./eval`` without a run directory, e.g. several runs)."""
     if args.out:
         return Path(args.out)
     base = run.run_dir if run is not None and run.run_dir is not None else Path(".")
@@ -111,8 +112,8 @@ def _extrapolation(args, runs) -> dict[str, Any]:
         "data": "data", "split": "split", "multipliers": "multipliers",
         "max_tokens": "max_tokens", "batch_size": "batch_size", "protocol": "protocol",
         "seed": "seed"}))
-    out = Path(args.out) if args.out else Path("eval")
-    return run_extrapolation_suite(runs, cfg, out, names=[str(c) for c in args.ckpt])
+    return run_extrapolation_suite(runs, cfg, _out_dir(args, None),
+                                   names=[str(c) for c in args.ckpt])
 
 
 def _heads(args, run) -> dict[str, Any]:
@@ -143,8 +144,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             res = {"ppl": _ppl, "text": _text, "code": _code, "math": _math,
                    "heads": _heads}[suite](args, runs[0])
         if suite != "ppl":
-            out = Path(args.out) if args.out else (Path("eval") if suite == "extrapolation"
-                                                   else _out_dir(args, runs[0]))
+            out = _out_dir(args, None if suite == "extrapolation" else runs[0])
             md = out / f"{suite}.md"
             if md.is_file():
                 print(f"\n{md.read_text(encoding='utf-8')}")

@@ -235,10 +235,8 @@ class ComplexLoRALinear(_LoRABase):
         version of every tensor it is built from, so any update rebuilds it.
         """
         params = (self.base_layer.weight, self.base_layer.bias, self.lora_A, self.bias_c)
-        cacheable = not torch.is_grad_enabled() or not any(
-            p is not None and p.requires_grad for p in params)
-        key = (tuple(None if p is None else (p.data_ptr(), p._version, p.device) for p in params),
-               rdt, self.scaling)
+        cacheable = _cacheable(params)
+        key = _key(params, rdt, self.scaling)
         cache = self.__dict__.get("_wcache")
         if cacheable and cache is not None and cache[0] == key:
             return cache[1]
@@ -320,6 +318,19 @@ def _cacheable(params) -> bool:
         p is not None and p.requires_grad for p in params)
 
 
+def _planar_bias(m, w: Tensor) -> Tensor:
+    """[b + Re b_c | Im b_c] (out, 2) of the LoRA linear ``m``, in ``w``'s dtype and device
+    (zeros where the base bias or the complex bias is absent)."""
+    out = w.shape[0]
+    b = m.base_layer.bias
+    bre = w.new_zeros(out) if b is None else b.to(w.dtype)
+    bim = w.new_zeros(out)
+    if m.bias_c is not None:
+        bc = m.bias_c.to(w.dtype)
+        bre, bim = bre + bc[:, 0], bc[:, 1]
+    return torch.stack((bre, bim), 1)
+
+
 def _planar_weights(layers, rdt: torch.dtype, cache: dict | None) -> tuple[Tensor, Tensor]:
     """(W, Wa) of :func:`planar_lora_linear`: the stacked real base weights (out, in) and the
     adapter + bias block (out, 2R + 2) = [s·Re A | s·Im A | b + Re b_c | Im b_c], each layer's
@@ -348,13 +359,7 @@ def _planar_weights(layers, rdt: torch.dtype, cache: dict | None) -> tuple[Tenso
                 parts += [torch.cat((z1, a[..., 0], z2), 1), torch.cat((z1, a[..., 1], z2), 1)]
             else:
                 parts += [w.new_zeros(out, 2 * big_r)]
-        b = m.base_layer.bias
-        bre = w.new_zeros(out) if b is None else b.to(rdt)
-        bim = w.new_zeros(out)
-        if m.bias_c is not None:
-            bc = m.bias_c.to(rdt)
-            bre, bim = bre + bc[:, 0], bc[:, 1]
-        parts.append(torch.stack((bre, bim), 1))
+        parts.append(_planar_bias(m, w))
         was.append(torch.cat(parts, 1))
         off += m.r
     w = torch.cat(ws, 0) if len(ws) > 1 else ws[0]
@@ -477,13 +482,7 @@ def _ext_weights(layers, rdt: torch.dtype, cache: dict) -> tuple[Tensor, list]:
             bis.append(b[..., 1].t())
             a = m.lora_A.to(rdt) * m.scaling  # (out, r, 2)
             parts += [a[..., 0], a[..., 1]]
-        bias = m.base_layer.bias
-        bre = w.new_zeros(out) if bias is None else bias.to(rdt)
-        bim = w.new_zeros(out)
-        if m.bias_c is not None:
-            bc = m.bias_c.to(rdt)
-            bre, bim = bre + bc[:, 0], bc[:, 1]
-        parts.append(torch.stack((bre, bim), 1))
+        parts.append(_planar_bias(m, w))
         blocks.append((o0, o0 + out, off, m.r, torch.cat(parts, 1).t().contiguous()))
         o0 += out
         off += m.r

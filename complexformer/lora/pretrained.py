@@ -203,10 +203,9 @@ def load_cmplxbert(directory: str | os.PathLike[str], task: str | None = None,
         raise ValueError(f"unknown task {task!r}; allowed: {', '.join(TASKS)}")
     if task == "classification":
         num_labels = num_labels or meta.get("num_labels")
-    cfg = ComplexLoRAConfig.from_dict({**meta["lora"], **overrides})
     same = task == meta["task"]
     hf, new_head = load_hf_bert(meta["base"], task, num_labels)
-    cfg = ComplexLoRAConfig.from_dict({**cfg.to_dict(), "add_mlm_head": new_head})
+    cfg = ComplexLoRAConfig.from_dict({**meta["lora"], **overrides, "add_mlm_head": new_head})
     model = complexify(hf, cfg)
     result = load_adapters(model, d, strict=same)
     if not same:

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data import Tokenizer, get_tokenizer, load_corpus, load_token_splits
+from ..data import EvalBlocks, Tokenizer, get_tokenizer, load_corpus, load_token_splits
 from ..data.tokenizer import META_FILE as TOKENIZER_META
 from ..models.config import GPTConfig
 from ..models.lm import ComplexFormerLM
@@ -200,8 +200,6 @@ class LMTask(TrainTask):
         return StepLoss(out.loss, out.lm_loss, out.pcl_loss if self.cfg.pcl else None)
 
     def n_val_blocks(self, max_blocks) -> int:
-        from ..data import EvalBlocks
-
         return EvalBlocks(self.val_tokens, self.cfg.max_seq_len - 1, 1,
                           max_blocks=max_blocks).n_blocks
 
