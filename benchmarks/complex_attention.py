@@ -103,8 +103,9 @@ class _OursBlock(torch.nn.Module):
 def _complextorch_mha(h: int, d_model: int, d_k: int, softmax_on: str):
     import complextorch
 
-    return complextorch.nn.MultiheadAttention(h, d_model, d_k, d_k, dropout=0.0,
-                                              softmax_on=softmax_on)
+    return complextorch.nn.MultiheadAttention(
+        h, d_model, d_k, d_k, dropout=0.0, softmax_on=softmax_on
+    )
 
 
 def build_methods(h: int, d_model: int, d_k: int, have_ct: bool) -> dict[str, torch.nn.Module]:
@@ -117,8 +118,9 @@ def build_methods(h: int, d_model: int, d_k: int, have_ct: bool) -> dict[str, to
     return methods
 
 
-def make_step(module: torch.nn.Module, x: torch.Tensor, w: torch.Tensor,
-              masks: dict | None = None) -> Callable[[], None]:
+def make_step(
+    module: torch.nn.Module, x: torch.Tensor, w: torch.Tensor, masks: dict | None = None
+) -> Callable[[], None]:
     wrt = [x, *module.parameters()]
     masks = masks or {}
     ours = isinstance(module, _OursBlock)
@@ -133,7 +135,7 @@ def make_step(module: torch.nn.Module, x: torch.Tensor, w: torch.Tensor,
 
 def mask_kwargs(kind: str, b: int, t: int, device) -> dict[str, Any]:
     pad = torch.zeros(b, t, dtype=torch.bool, device=device)
-    pad[:, t - t // 8:] = True  # the last 1/8 of every sequence is padding
+    pad[:, t - t // 8 :] = True  # the last 1/8 of every sequence is padding
     pad[0] = False  # ... except in the first one
     future = torch.ones(t, t, dtype=torch.bool, device=device).triu(1)
     return {
@@ -156,12 +158,15 @@ def measure_fwd_bwd(args, device) -> tuple[list[dict], list[str]]:
         import complextorch
 
         have_ct = True
-        notes.append(f"Measured against complextorch "
-                     f"{getattr(complextorch, '__version__', '?')} (pip).")
+        notes.append(
+            f"Measured against complextorch {getattr(complextorch, '__version__', '?')} (pip)."
+        )
     except ImportError:
         have_ct = False
-        notes.append("complextorch is not installed: only our methods were measured "
-                     "(pip install complextorch==2.1.1).")
+        notes.append(
+            "complextorch is not installed: only our methods were measured "
+            "(pip install complextorch==2.1.1)."
+        )
     records = []
     for t in args.seq_lens:
         torch.manual_seed(args.seed)
@@ -173,23 +178,50 @@ def measure_fwd_bwd(args, device) -> tuple[list[dict], list[str]]:
         if not args.no_memory:
             for name, step in steps.items():
                 mems[name] = peak_memory(step, device)
-        timing = time_interleaved(steps, device=device, warmup=args.warmup,
-                                  repeats=args.repeats, max_seconds=args.max_seconds)
+        timing = time_interleaved(
+            steps,
+            device=device,
+            warmup=args.warmup,
+            repeats=args.repeats,
+            max_seconds=args.max_seconds,
+        )
         for name in steps:
-            rec = {"part": "fwd_bwd", "T": t, "method": name, "B": b, "H": h, "d_k": d_k,
-                   "time": timing[name], "time_ms": timing[name]["median_ms"],
-                   "peak_mib": mems[name]["peak_mib"] if name in mems else None}
+            rec = {
+                "part": "fwd_bwd",
+                "T": t,
+                "method": name,
+                "B": b,
+                "H": h,
+                "d_k": d_k,
+                "time": timing[name],
+                "time_ms": timing[name]["median_ms"],
+                "peak_mib": mems[name]["peak_mib"] if name in mems else None,
+            }
             records.append(rec)
-            print(f"  fwd+bwd T={t:5d} {name:20s} {rec['time_ms']:10.1f} ms "
-                  f"{fmt_num(rec['peak_mib'], 1):>10s} MiB (n={timing[name]['n']})", flush=True)
+            print(
+                f"  fwd+bwd T={t:5d} {name:20s} {rec['time_ms']:10.1f} ms "
+                f"{fmt_num(rec['peak_mib'], 1):>10s} MiB (n={timing[name]['n']})",
+                flush=True,
+            )
         # masks: ours/real only
         block = methods["ours/real"]
         mask_steps = {k: make_step(block, x, w, mask_kwargs(k, b, t, device)) for k in MASKS}
-        mtiming = time_interleaved(mask_steps, device=device, warmup=args.warmup,
-                                   repeats=args.repeats, max_seconds=args.max_seconds)
+        mtiming = time_interleaved(
+            mask_steps,
+            device=device,
+            warmup=args.warmup,
+            repeats=args.repeats,
+            max_seconds=args.max_seconds,
+        )
         for k in MASKS:
-            rec = {"part": "masks", "T": t, "method": "ours/real", "mask": k,
-                   "time": mtiming[k], "time_ms": mtiming[k]["median_ms"]}
+            rec = {
+                "part": "masks",
+                "T": t,
+                "method": "ours/real",
+                "mask": k,
+                "time": mtiming[k],
+                "time_ms": mtiming[k]["median_ms"],
+            }
             records.append(rec)
             print(f"  masks   T={t:5d} {k:20s} {rec['time_ms']:10.1f} ms", flush=True)
         del methods, steps, mask_steps, x, w
@@ -202,8 +234,11 @@ def measure_kv_cache(args, device) -> list[dict]:
     b, h, d_k = args.batch, args.heads, args.head_dim
     d_model, p, n = h * d_k, args.prompt, args.steps
     torch.manual_seed(args.seed)
-    mha = cnn.MultiheadAttention(h, d_model, d_k, d_k, dropout=0.0,
-                                 rotary=cnn.RotaryEmbedding(d_k)).to(device).eval()
+    mha = (
+        cnn.MultiheadAttention(h, d_model, d_k, d_k, dropout=0.0, rotary=cnn.RotaryEmbedding(d_k))
+        .to(device)
+        .eval()
+    )
     x = torch.randn(b, p + n, d_model, dtype=torch.cfloat, device=device)
     outs: dict[str, torch.Tensor] = {}
 
@@ -212,30 +247,46 @@ def measure_kv_cache(args, device) -> list[dict]:
         mha(x[:, :p], x[:, :p], x[:, :p], is_causal=True, cache=cache)
         ys = []
         for i in range(p, p + n):
-            xi = x[:, i:i + 1]
+            xi = x[:, i : i + 1]
             ys.append(mha(xi, xi, xi, is_causal=True, cache=cache))
         outs["cached"] = torch.cat(ys, 1)
 
     def recompute() -> None:
         ys = []
         for i in range(p, p + n):
-            xs = x[:, :i + 1]
+            xs = x[:, : i + 1]
             ys.append(mha(xs, xs, xs, is_causal=True)[:, -1:])
         outs["recompute"] = torch.cat(ys, 1)
 
-    timing = time_interleaved({"cached": cached, "recompute": recompute}, device=device,
-                              warmup=1, repeats=max(args.repeats // 2, 1),
-                              max_seconds=args.max_seconds)
+    timing = time_interleaved(
+        {"cached": cached, "recompute": recompute},
+        device=device,
+        warmup=1,
+        repeats=max(args.repeats // 2, 1),
+        max_seconds=args.max_seconds,
+    )
     err = (outs["cached"] - outs["recompute"]).abs().max().item()
     records = []
     for name in ("cached", "recompute"):
-        rec = {"part": "kv_cache", "method": name, "prompt": p, "steps": n, "B": b, "H": h,
-               "d_k": d_k, "time": timing[name], "time_ms": timing[name]["median_ms"],
-               "ms_per_token": timing[name]["median_ms"] / n, "max_abs_diff": err}
+        rec = {
+            "part": "kv_cache",
+            "method": name,
+            "prompt": p,
+            "steps": n,
+            "B": b,
+            "H": h,
+            "d_k": d_k,
+            "time": timing[name],
+            "time_ms": timing[name]["median_ms"],
+            "ms_per_token": timing[name]["median_ms"] / n,
+            "max_abs_diff": err,
+        }
         records.append(rec)
-        print(f"  kv-cache {name:10s} {rec['time_ms']:10.1f} ms for {n} tokens "
-              f"({rec['ms_per_token']:.2f} ms/token); max |cached - recompute| = {err:.2e}",
-              flush=True)
+        print(
+            f"  kv-cache {name:10s} {rec['time_ms']:10.1f} ms for {n} tokens "
+            f"({rec['ms_per_token']:.2f} ms/token); max |cached - recompute| = {err:.2e}",
+            flush=True,
+        )
     return records
 
 
@@ -266,8 +317,12 @@ def speedups(records: list[dict], t: int) -> dict[str, float | None]:
 
 
 def target(records: list[dict], seq_lens) -> dict[str, Any]:
-    res = {"target": f"complextorch/real / ours/real time at T={TARGET_T}",
-           "threshold": TARGET_SPEEDUP, "value": None, "pass": None}
+    res = {
+        "target": f"complextorch/real / ours/real time at T={TARGET_T}",
+        "threshold": TARGET_SPEEDUP,
+        "value": None,
+        "pass": None,
+    }
     if TARGET_T in seq_lens:
         v = speedups(records, TARGET_T)["ct_real/ours_real"]
         if v is not None:
@@ -275,8 +330,16 @@ def target(records: list[dict], seq_lens) -> dict[str, Any]:
     return res
 
 
-FWD_HEADERS = ("T", "method", "time (ms)", "p25-p75 (ms)", "n", "peak (MiB)",
-               "complextorch/real / this", "complextorch/split / this")
+FWD_HEADERS = (
+    "T",
+    "method",
+    "time (ms)",
+    "p25-p75 (ms)",
+    "n",
+    "peak (MiB)",
+    "complextorch/real / this",
+    "complextorch/split / this",
+)
 
 
 def fwd_rows(records: list[dict]) -> list[list[str]]:
@@ -287,13 +350,18 @@ def fwd_rows(records: list[dict]) -> list[list[str]]:
         ct_r = _find(records, part="fwd_bwd", T=r["T"], method="complextorch/real")
         ct_s = _find(records, part="fwd_bwd", T=r["T"], method="complextorch/split")
         tm = r["time"]
-        rows.append([
-            str(r["T"]), r["method"], fmt_num(r["time_ms"], 1),
-            f"{fmt_num(tm['p25_ms'], 1)}-{fmt_num(tm['p75_ms'], 1)}" if tm["n"] >= 2 else "-",
-            str(tm["n"]), fmt_num(r["peak_mib"], 1),
-            fmt_ratio(_div(ct_r and ct_r["time_ms"], r["time_ms"])),
-            fmt_ratio(_div(ct_s and ct_s["time_ms"], r["time_ms"])),
-        ])
+        rows.append(
+            [
+                str(r["T"]),
+                r["method"],
+                fmt_num(r["time_ms"], 1),
+                f"{fmt_num(tm['p25_ms'], 1)}-{fmt_num(tm['p75_ms'], 1)}" if tm["n"] >= 2 else "-",
+                str(tm["n"]),
+                fmt_num(r["peak_mib"], 1),
+                fmt_ratio(_div(ct_r and ct_r["time_ms"], r["time_ms"])),
+                fmt_ratio(_div(ct_s and ct_s["time_ms"], r["time_ms"])),
+            ]
+        )
     return rows
 
 
@@ -306,8 +374,15 @@ def mask_rows(records: list[dict]) -> list[list[str]]:
         if r["part"] != "masks":
             continue
         base = _find(records, part="masks", T=r["T"], mask="none")
-        rows.append([str(r["T"]), r["mask"], fmt_num(r["time_ms"], 1), str(r["time"]["n"]),
-                     fmt_ratio(_div(r["time_ms"], base and base["time_ms"]))])
+        rows.append(
+            [
+                str(r["T"]),
+                r["mask"],
+                fmt_num(r["time_ms"], 1),
+                str(r["time"]["n"]),
+                fmt_ratio(_div(r["time_ms"], base and base["time_ms"])),
+            ]
+        )
     return rows
 
 
@@ -320,19 +395,32 @@ def kv_rows(records: list[dict]) -> list[list[str]]:
     for r in records:
         if r["part"] != "kv_cache":
             continue
-        label = ("KV cache (LayerKVCache)" if r["method"] == "cached"
-                 else "recompute the prefix each step")
-        rows.append([label, str(r["prompt"]), str(r["steps"]), fmt_num(r["time_ms"], 1),
-                     fmt_num(r["ms_per_token"], 2),
-                     fmt_ratio(_div(rec and rec["time_ms"], r["time_ms"]))])
+        label = (
+            "KV cache (LayerKVCache)"
+            if r["method"] == "cached"
+            else "recompute the prefix each step"
+        )
+        rows.append(
+            [
+                label,
+                str(r["prompt"]),
+                str(r["steps"]),
+                fmt_num(r["time_ms"], 1),
+                fmt_num(r["ms_per_token"], 2),
+                fmt_ratio(_div(rec and rec["time_ms"], r["time_ms"])),
+            ]
+        )
     return rows
 
 
 def markdown_body(payload: dict) -> str:
     env, cfg, recs = payload["environment"], payload["config"], payload["records"]
     tg = payload["target"]
-    verdict = ("not measured" if tg["pass"] is None else
-               f"{tg['value']:.2f}x: **{'PASS' if tg['pass'] else 'FAIL'}**")
+    verdict = (
+        "not measured"
+        if tg["pass"] is None
+        else f"{tg['value']:.2f}x: **{'PASS' if tg['pass'] else 'FAIL'}**"
+    )
     kv = _find(recs, part="kv_cache", method="cached")
     lines = [
         "## Complex multi-head attention (`complexformer.nn`) vs complextorch",
@@ -363,8 +451,9 @@ def markdown_body(payload: dict) -> str:
         "",
     ]
     if kv is not None:
-        lines.append(f"Cached and recomputed outputs agree to {kv['max_abs_diff']:.1e} "
-                     "(max abs difference).")
+        lines.append(
+            f"Cached and recomputed outputs agree to {kv['max_abs_diff']:.1e} (max abs difference)."
+        )
     if payload["notes"]:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in payload["notes"]]
     return "\n".join(lines)
@@ -379,25 +468,53 @@ def build_parser() -> argparse.ArgumentParser:
         "MultiheadAttention vs complextorch 2.1.1's, the cost of masks and of KV-cache "
         "decoding. Eager only (--no-compile is accepted and ignored: inductor does not "
         "support complex tensors). Writes a JSON record and the 'complex_attention' "
-        "section of docs/benchmarks.md.")
-    p.add_argument("--seq-lens", type=int, nargs="+", default=None, metavar="T",
-                   help="sequence lengths (default: 256 1024; 64 128 with --quick).")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke test: small T, 1 repeat, no warm-up, short decoding; writes "
-                   "benchmarks/results/complex_attention-quick.json and no markdown.")
+        "section of docs/benchmarks.md."
+    )
+    p.add_argument(
+        "--seq-lens",
+        type=int,
+        nargs="+",
+        default=None,
+        metavar="T",
+        help="sequence lengths (default: 256 1024; 64 128 with --quick).",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke test: small T, 1 repeat, no warm-up, short decoding; writes "
+        "benchmarks/results/complex_attention-quick.json and no markdown.",
+    )
     p.add_argument("--batch", type=int, default=4, help="batch size B (default: 4).")
     p.add_argument("--heads", type=int, default=8, help="heads H (default: 8).")
     p.add_argument("--head-dim", type=int, default=32, help="d_k = d_v (default: 32).")
-    p.add_argument("--prompt", type=int, default=None,
-                   help="KV-cache part: prompt length (default 512; 32 with --quick).")
-    p.add_argument("--steps", type=int, default=None,
-                   help="KV-cache part: decoded tokens (default 64; 8 with --quick).")
+    p.add_argument(
+        "--prompt",
+        type=int,
+        default=None,
+        help="KV-cache part: prompt length (default 512; 32 with --quick).",
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="KV-cache part: decoded tokens (default 64; 8 with --quick).",
+    )
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory probes.")
-    p.add_argument("--max-seconds", type=float, default=30.0,
-                   help="per-method time budget: timing stops after 3 samples once they add "
-                   "up to more than this (default: 30).")
-    add_common_args(p, default_json=DEFAULT_JSON, default_repeats=5, default_warmup=1,
-                    quick_repeats=1, quick_warmup=0)
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=30.0,
+        help="per-method time budget: timing stops after 3 samples once they add "
+        "up to more than this (default: 30).",
+    )
+    add_common_args(
+        p,
+        default_json=DEFAULT_JSON,
+        default_repeats=5,
+        default_warmup=1,
+        quick_repeats=1,
+        quick_warmup=0,
+    )
     return p
 
 
@@ -416,19 +533,31 @@ def main(argv: list[str] | None = None) -> int:
     out_md = optional_path(args.out_md, None if args.quick else DOCS_MD)
     device = resolve_device(args.device)
     env = environment(device)
-    print(f"complex attention benchmark: torch {env['torch']}, {env['device']}, "
-          f"{env['torch_threads']} threads, T={args.seq_lens}, repeats={args.repeats}, "
-          f"warmup={args.warmup}", flush=True)
+    print(
+        f"complex attention benchmark: torch {env['torch']}, {env['device']}, "
+        f"{env['torch_threads']} threads, T={args.seq_lens}, repeats={args.repeats}, "
+        f"warmup={args.warmup}",
+        flush=True,
+    )
     t0 = time.perf_counter()
     records, notes = measure_fwd_bwd(args, device)
     records += measure_kv_cache(args, device)
     payload = {
         "benchmark": SECTION,
         "environment": env,
-        "config": {"argv": " ".join(argv), "B": args.batch, "H": args.heads,
-                   "d_k": args.head_dim, "seq_lens": args.seq_lens, "repeats": args.repeats,
-                   "warmup": args.warmup, "prompt": args.prompt, "steps": args.steps,
-                   "seed": args.seed, "total_seconds": None},
+        "config": {
+            "argv": " ".join(argv),
+            "B": args.batch,
+            "H": args.heads,
+            "d_k": args.head_dim,
+            "seq_lens": args.seq_lens,
+            "repeats": args.repeats,
+            "warmup": args.warmup,
+            "prompt": args.prompt,
+            "steps": args.steps,
+            "seed": args.seed,
+            "total_seconds": None,
+        },
         "records": records,
         "speedups": {str(t): speedups(records, t) for t in args.seq_lens},
         "target": target(records, args.seq_lens),
@@ -443,13 +572,17 @@ def main(argv: list[str] | None = None) -> int:
     print(text_table(KV_HEADERS, kv_rows(records)))
     tg = payload["target"]
     if tg["value"] is not None:
-        print(f"\ntarget {tg['target']} >= {tg['threshold']:g}: {tg['value']:.2f}x "
-              f"({'PASS' if tg['pass'] else 'FAIL'})")
+        print(
+            f"\ntarget {tg['target']} >= {tg['threshold']:g}: {tg['value']:.2f}x "
+            f"({'PASS' if tg['pass'] else 'FAIL'})"
+        )
     if out_json is not None:
         print(f"wrote {write_json(out_json, payload)}")
     if out_md is not None:
-        print(f"updated section '{SECTION}' of "
-              f"{update_markdown_section(out_md, SECTION, markdown_body(payload))}")
+        print(
+            f"updated section '{SECTION}' of "
+            f"{update_markdown_section(out_md, SECTION, markdown_body(payload))}"
+        )
     print(f"total {payload['config']['total_seconds']:.1f} s")
     return 0
 

@@ -82,10 +82,17 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     model_over, train_over = split_overrides(parse_overrides(args.set))
     flags = {
-        "data": args.data, "tokenizer": args.tokenizer, "vocab_size": args.vocab_size,
-        "max_steps": args.max_steps, "batch_size": args.batch_size, "lr": args.lr,
-        "eval_every": args.eval_every, "save_every": args.save_every, "seed": args.seed,
-        "device": args.device, "num_threads": args.threads,
+        "data": args.data,
+        "tokenizer": args.tokenizer,
+        "vocab_size": args.vocab_size,
+        "max_steps": args.max_steps,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "eval_every": args.eval_every,
+        "save_every": args.save_every,
+        "seed": args.seed,
+        "device": args.device,
+        "num_threads": args.threads,
     }
     train_kw = {k: v for k, v in flags.items() if v is not None}
     for name in ("bf16", "compile", "tensorboard"):
@@ -105,16 +112,35 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.sample_tokens > 0:
         run = load_run(args.out)
         print(f"\nsample (temperature {args.temperature}, top_p {args.top_p}):")
-        print(_complete(run.model, run.tokenizer, args.prompt, args.sample_tokens, args.temperature,
-                        args.top_p, 0, args.seed or 0))
+        print(
+            _complete(
+                run.model,
+                run.tokenizer,
+                args.prompt,
+                args.sample_tokens,
+                args.temperature,
+                args.top_p,
+                0,
+                args.seed or 0,
+            )
+        )
     val = summary.get("val_ppl")
     print(f"\nvalidation perplexity: {val:.2f}" if val is not None else "")
     print(f"run directory: {Path(summary.get('run_dir', args.out)).resolve()}")
     return 0
 
 
-def _complete(model, tokenizer, prompt: str, n: int, temperature: float, top_p: float,
-              top_k: int, seed: int | None, use_cache: bool = True) -> str:
+def _complete(
+    model,
+    tokenizer,
+    prompt: str,
+    n: int,
+    temperature: float,
+    top_p: float,
+    top_k: int,
+    seed: int | None,
+    use_cache: bool = True,
+) -> str:
     import torch
 
     ids = tokenizer.encode(prompt)
@@ -123,10 +149,16 @@ def _complete(model, tokenizer, prompt: str, n: int, temperature: float, top_p: 
     device = next(model.parameters()).device
     x = torch.tensor([ids], dtype=torch.long, device=device)
     out = model.generate(
-        x, n, temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
-        eos_token_id=tokenizer.eos_token_id, use_cache=use_cache,
+        x,
+        n,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        seed=seed,
+        eos_token_id=tokenizer.eos_token_id,
+        use_cache=use_cache,
     )
-    new = [t for t in out[0, len(ids):].tolist() if t != tokenizer.eos_token_id]
+    new = [t for t in out[0, len(ids) :].tolist() if t != tokenizer.eos_token_id]
     return prompt + tokenizer.decode(new)
 
 
@@ -144,8 +176,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
     model, tokenizer = run.model, run.tokenizer
     for i in range(args.num_samples):
         seed = None if args.seed is None else args.seed + i
-        text = _complete(model, tokenizer, prompt, args.max_new_tokens, args.temperature,
-                         args.top_p, args.top_k, seed, use_cache=not args.no_cache)
+        text = _complete(
+            model,
+            tokenizer,
+            prompt,
+            args.max_new_tokens,
+            args.temperature,
+            args.top_p,
+            args.top_k,
+            seed,
+            use_cache=not args.no_cache,
+        )
         if args.num_samples > 1:
             print(f"----- sample {i + 1}")
         print(text)
@@ -160,8 +201,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     model, tokenizer, meta = run.model, run.tokenizer, run.metadata()
     cfg = model.config
     if args.json:
-        print(json.dumps({"config": cfg.to_dict(), "parameters": parameter_report(model),
-                          "meta": jsonable(meta)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "config": cfg.to_dict(),
+                    "parameters": parameter_report(model),
+                    "meta": jsonable(meta),
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"checkpoint: {Path(args.ckpt).resolve()}")
     for key, value in meta.items():
@@ -178,8 +227,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"adaptation: delta and b per layer ({per}) x {cfg.n_layer} layers")
         for i, block in enumerate(model.blocks):
             d, b = block.attn.adapt_delta.detach(), block.attn.adapt_bias.detach()
-            print(f"  layer {i}: |delta| mean {d.abs().mean():.4f} max {d.abs().max():.4f}; "
-                  f"b mean {b.mean():+.4f} std {b.std():.4f}")
+            print(
+                f"  layer {i}: |delta| mean {d.abs().mean():.4f} max {d.abs().max():.4f}; "
+                f"b mean {b.mean():+.4f} std {b.std():.4f}"
+            )
     return 0
 
 
@@ -199,83 +250,140 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     t = sub.add_parser(
-        "train", help="train a model on a corpus", description="Train a language model; "
+        "train",
+        help="train a model on a corpus",
+        description="Train a language model; "
         "checkpoints, metrics.jsonl, loss.png, the tokenizer and the final model go to --out.",
-        epilog=_EPILOG_TRAIN, formatter_class=fmt,
+        epilog=_EPILOG_TRAIN,
+        formatter_class=fmt,
     )
-    t.add_argument("--preset", default="tiny",
-                   help="model preset: tiny (CPU-sized), paper (ComplexFormer Appendix A: 8 "
-                   "layers, d_model 512, 8 heads, d_ff 1024) or gpt2 (GPT-2 small, learned "
-                   "positions). Default: tiny")
-    t.add_argument("--data", default=None,
-                   help="corpus spec: stdlib (this Python's standard library, the default), "
-                   "text:GLOB (local .txt/.jsonl files) or hf:NAME[:CONFIG] (Hugging Face "
-                   "datasets, online)")
+    t.add_argument(
+        "--preset",
+        default="tiny",
+        help="model preset: tiny (CPU-sized), paper (ComplexFormer Appendix A: 8 "
+        "layers, d_model 512, 8 heads, d_ff 1024) or gpt2 (GPT-2 small, learned "
+        "positions). Default: tiny",
+    )
+    t.add_argument(
+        "--data",
+        default=None,
+        help="corpus spec: stdlib (this Python's standard library, the default), "
+        "text:GLOB (local .txt/.jsonl files) or hf:NAME[:CONFIG] (Hugging Face "
+        "datasets, online)",
+    )
     t.add_argument("--out", required=True, help="run directory")
     t.add_argument("--max-steps", type=int, default=None, help="optimizer updates (default 2000)")
-    t.add_argument("--batch-size", type=int, default=None,
-                   help="global batch in sequences per update (default 32)")
+    t.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="global batch in sequences per update (default 32)",
+    )
     t.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-3)")
-    t.add_argument("--eval-every", type=int, default=None,
-                   help="validate every N steps (default 200)")
-    t.add_argument("--save-every", type=int, default=None,
-                   help="checkpoint every N steps (default 500)")
+    t.add_argument(
+        "--eval-every", type=int, default=None, help="validate every N steps (default 200)"
+    )
+    t.add_argument(
+        "--save-every", type=int, default=None, help="checkpoint every N steps (default 500)"
+    )
     t.add_argument("--seed", type=int, default=None, help="seed of init, data and dropout")
-    t.add_argument("--tokenizer", default=None,
-                   help="tokenizer directory or Hugging Face name (default: a byte-level BPE "
-                   "trained on the train split and cached by content hash)")
-    t.add_argument("--vocab-size", type=int, default=None,
-                   help="vocabulary of the trained BPE (default 8192)")
-    t.add_argument("--device", default=None, choices=("auto", "cpu", "cuda"),
-                   help="training device (default auto: CUDA when available)")
+    t.add_argument(
+        "--tokenizer",
+        default=None,
+        help="tokenizer directory or Hugging Face name (default: a byte-level BPE "
+        "trained on the train split and cached by content hash)",
+    )
+    t.add_argument(
+        "--vocab-size", type=int, default=None, help="vocabulary of the trained BPE (default 8192)"
+    )
+    t.add_argument(
+        "--device",
+        default=None,
+        choices=("auto", "cpu", "cuda"),
+        help="training device (default auto: CUDA when available)",
+    )
     t.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     t.add_argument("--bf16", action="store_true", help="bf16 autocast (phases stay fp32)")
     t.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
-    t.add_argument("--tensorboard", action="store_true",
-                   help="also log to TensorBoard (needs the tensorboard extra)")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any model or training config field (repeatable)")
-    t.add_argument("--init-from", default=None, metavar="RUN",
-                   help="continued training: start from this run's weights and tokenizer "
-                   "(fresh optimizer and schedule; --preset is ignored, its config is used)")
-    t.add_argument("--resume", action="store_true",
-                   help="continue from the newest good checkpoint in --out")
-    t.add_argument("--overwrite", action="store_true",
-                   help="start afresh even if --out already holds a run (its checkpoints are "
-                   "replaced)")
-    t.add_argument("--sample-tokens", type=int, default=120,
-                   help="tokens to sample from the trained model at the end (0: none)")
+    t.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="also log to TensorBoard (needs the tensorboard extra)",
+    )
+    t.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any model or training config field (repeatable)",
+    )
+    t.add_argument(
+        "--init-from",
+        default=None,
+        metavar="RUN",
+        help="continued training: start from this run's weights and tokenizer "
+        "(fresh optimizer and schedule; --preset is ignored, its config is used)",
+    )
+    t.add_argument(
+        "--resume", action="store_true", help="continue from the newest good checkpoint in --out"
+    )
+    t.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh even if --out already holds a run (its checkpoints are replaced)",
+    )
+    t.add_argument(
+        "--sample-tokens",
+        type=int,
+        default=120,
+        help="tokens to sample from the trained model at the end (0: none)",
+    )
     t.add_argument("--prompt", default=DEFAULT_PROMPT, help="prompt of the final sample")
     t.add_argument("--temperature", type=float, default=0.8, help="temperature of the sample")
     t.add_argument("--top-p", type=float, default=0.95, help="nucleus mass of the sample")
     t.set_defaults(func=cmd_train)
 
-    g = sub.add_parser("generate", help="sample a continuation",
-                       description="Continue a prompt with a trained model.")
-    g.add_argument("--ckpt", required=True,
-                   help="run directory, checkpoint directory or saved model directory")
+    g = sub.add_parser(
+        "generate",
+        help="sample a continuation",
+        description="Continue a prompt with a trained model.",
+    )
+    g.add_argument(
+        "--ckpt", required=True, help="run directory, checkpoint directory or saved model directory"
+    )
     src = g.add_mutually_exclusive_group(required=True)
     src.add_argument("--prompt", help="prompt text")
     src.add_argument("--prompt-file", help="file whose content is the prompt")
     g.add_argument("--max-new-tokens", type=int, default=200, help="tokens to add (default 200)")
-    g.add_argument("--temperature", type=float, default=0.8,
-                   help="softmax temperature, >= 0; 0 is greedy (default 0.8)")
-    g.add_argument("--top-p", type=float, default=0.95,
-                   help="nucleus sampling mass in (0, 1] (default 0.95)")
+    g.add_argument(
+        "--temperature",
+        type=float,
+        default=0.8,
+        help="softmax temperature, >= 0; 0 is greedy (default 0.8)",
+    )
+    g.add_argument(
+        "--top-p", type=float, default=0.95, help="nucleus sampling mass in (0, 1] (default 0.95)"
+    )
     g.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0: all)")
     g.add_argument("--seed", type=int, default=None, help="seed for reproducible samples")
     g.add_argument("--num-samples", type=int, default=1, help="number of samples (default 1)")
-    g.add_argument("--no-cache", action="store_true",
-                   help="recompute the whole sequence each step instead of using the KV cache")
+    g.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="recompute the whole sequence each step instead of using the KV cache",
+    )
     g.set_defaults(func=cmd_generate)
 
     add_evaluate_parser(sub)
     add_cbert_parsers(sub)
     add_reproduce_parser(sub)
 
-    i = sub.add_parser("info", help="config and parameter counts",
-                       description="Show a model's configuration, its parameter counts with "
-                       "CMHA's adaptation parameters separately, and its adaptation values.")
+    i = sub.add_parser(
+        "info",
+        help="config and parameter counts",
+        description="Show a model's configuration, its parameter counts with "
+        "CMHA's adaptation parameters separately, and its adaptation values.",
+    )
     i.add_argument("--ckpt", required=True, help="run, checkpoint or saved model directory")
     i.add_argument("--json", action="store_true", help="print JSON")
     i.set_defaults(func=cmd_info)

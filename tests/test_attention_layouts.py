@@ -37,8 +37,9 @@ def test_halves_is_a_permutation_of_interleaved():
     half = cmha(q, k, v, delta, bias, omega=om, layout="halves", q_offset=0)
     inter = cmha(to_interleaved(q), to_interleaved(k), v, delta, bias, omega=om)
     assert_close(half, inter, atol=1e-12, rtol=0)
-    assert_close(half, cmha_reference(q, k, v, delta, bias, omega=om, layout="halves"),
-                 atol=1e-10, rtol=0)
+    assert_close(
+        half, cmha_reference(q, k, v, delta, bias, omega=om, layout="halves"), atol=1e-10, rtol=0
+    )
     rot = polar_rotate(q, delta, bias, 3, om, layout="halves")
     assert_close(to_interleaved(rot), polar_rotate(to_interleaved(q), delta, bias, 3, om))
     rope = apply_rope(q, 5, om, layout="halves")
@@ -109,5 +110,6 @@ def test_bad_positions_and_scalar_delta():
     with pytest.raises(ValueError, match="delta must be a tensor of shape"):
         cmha(q, k, v, 1.0, bias, omega=om)
     # a tensor of the right length works, and equals the int offset form
-    assert_close(polar_rotate(q, delta, bias, torch.arange(3, 8), om),
-                 polar_rotate(q, delta, bias, 3, om))
+    assert_close(
+        polar_rotate(q, delta, bias, torch.arange(3, 8), om), polar_rotate(q, delta, bias, 3, om)
+    )

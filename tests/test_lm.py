@@ -19,7 +19,12 @@ V = 61
 
 def small(scheme: str, **kw) -> GPTConfig:
     base = dict(
-        vocab_size=V, n_layer=2, n_head=2, d_model=16, d_ff=32, max_seq_len=64,
+        vocab_size=V,
+        n_layer=2,
+        n_head=2,
+        d_model=16,
+        d_ff=32,
+        max_seq_len=64,
         pos_scheme=scheme,
     )
     base.update(kw)
@@ -217,7 +222,11 @@ def test_post_norm_and_untied():
 def test_presets():
     paper = preset_config("paper")
     assert (paper.n_layer, paper.d_model, paper.n_head, paper.d_ff, paper.dropout) == (
-        8, 512, 8, 1024, 0.1,
+        8,
+        512,
+        8,
+        1024,
+        0.1,
     )
     gpt2 = ComplexFormerLM(preset_config("gpt2"))
     assert abs(parameter_report(gpt2)["total"] - 124_439_808) < 1_000_000

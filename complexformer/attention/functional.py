@@ -94,9 +94,7 @@ def attention(
     if bias is not None:
         bias = bias.to(q.dtype)
         mask = bias if mask is None else bias.masked_fill(~mask, float("-inf"))
-    return F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale
-    )
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
 
 
 def _check_cmha_inputs(q: Tensor, k: Tensor, v: Tensor, delta: Tensor, bias: Tensor) -> None:

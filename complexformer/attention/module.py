@@ -63,9 +63,7 @@ class CausalSelfAttention(nn.Module):
     ) -> None:
         super().__init__()
         if d_model % n_head:
-            raise ValueError(
-                f"d_model ({d_model}) must be divisible by n_head ({n_head})"
-            )
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_head ({n_head})")
         self.scheme = get_scheme(pos_scheme)
         self.n_head, self.head_dim = n_head, d_model // n_head
         if self.scheme.rotation and self.head_dim % 2:
@@ -132,8 +130,9 @@ class CausalSelfAttention(nn.Module):
         phases = None
         if self.scheme.rotation == "polar" and return_phases:
             # autograd through the phases, which the phase contrastive loss also uses
-            lam_q, ph_q = polar_components(q, self.adapt_delta, self.adapt_bias, offset,
-                                           self.omega, PAIRS)
+            lam_q, ph_q = polar_components(
+                q, self.adapt_delta, self.adapt_bias, offset, self.omega, PAIRS
+            )
             lam_k, ph_k = polar_components(k, self.adapt_delta, None, offset, self.omega, PAIRS)
             q = polar_from_components(lam_q, ph_q, q.dtype, PAIRS)
             k = polar_from_components(lam_k, ph_k, k.dtype, PAIRS)
@@ -150,7 +149,12 @@ class CausalSelfAttention(nn.Module):
         if self.scheme.alibi:
             bias = alibi_bias(self.slopes, t, k.shape[-2], offset)  # (H, Tq, Tk)
         y = attention(
-            q, k, v, is_causal=True, q_offset=offset, bias=bias,
+            q,
+            k,
+            v,
+            is_causal=True,
+            q_offset=offset,
+            bias=bias,
             dropout_p=self.dropout if self.training else 0.0,
         )  # (B, H, T, D)
         y = y.transpose(1, 2).reshape(b, t, c)  # (B, T, d_model)

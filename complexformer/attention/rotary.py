@@ -96,6 +96,7 @@ def _join_pairs(re: Tensor, im: Tensor, layout: str) -> Tensor:
         return torch.stack((re, im), dim=-1).flatten(-2)
     return torch.view_as_real(torch.complex(re, im)).flatten(-2)
 
+
 def apply_rope(
     x: Tensor, positions: Tensor | int, omega: Tensor, layout: str = "interleaved"
 ) -> Tensor:

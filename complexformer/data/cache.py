@@ -85,5 +85,3 @@ def hash_strings(*parts: str, digest_size: int = 16) -> str:
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)
     return h.hexdigest()
-
-

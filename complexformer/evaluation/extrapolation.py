@@ -407,8 +407,14 @@ def _markdown(payload: dict[str, Any]) -> str:
         ppl = [by_m[m]["ppl"] for m in mults]
         rows.append([r["name"], r["pos_scheme"], r["max_seq_len"], *[_fmt(p) for p in ppl]])
         base = by_m.get(1, {}).get("ppl")
-        rel_rows.append([r["name"], r["pos_scheme"], r["max_seq_len"],
-                         *[_fmt(None if p is None or not base else p / base, 3) for p in ppl]])
+        rel_rows.append(
+            [
+                r["name"],
+                r["pos_scheme"],
+                r["max_seq_len"],
+                *[_fmt(None if p is None or not base else p / base, 3) for p in ppl],
+            ]
+        )
     align = "llr" + "r" * len(mults)
     if payload["protocol"] == "blocks":
         proto = (
@@ -440,15 +446,26 @@ def _markdown(payload: dict[str, Any]) -> str:
         "",
         markdown_table(
             ["run", "path", "step", "data", "tokenizer", "scored tokens"],
-            [[r["name"], r["path"] or "", r["step"] if r["step"] is not None else "",
-              r["data"], r["tokenizer"] or "", f"{r['scored_tokens']:,}"]
-             for r in payload["runs"]],
+            [
+                [
+                    r["name"],
+                    r["path"] or "",
+                    r["step"] if r["step"] is not None else "",
+                    r["data"],
+                    r["tokenizer"] or "",
+                    f"{r['scored_tokens']:,}",
+                ]
+                for r in payload["runs"]
+            ],
         ),
     ]
     fps = {r["tokenizer"] for r in payload["runs"]}
     if len(fps) > 1:
-        lines += ["", "Note: the runs use different tokenizers, so their per-token perplexities "
-                  "are not directly comparable across runs (only along each row)."]
+        lines += [
+            "",
+            "Note: the runs use different tokenizers, so their per-token perplexities "
+            "are not directly comparable across runs (only along each row).",
+        ]
     return "\n".join(lines)
 
 
@@ -518,7 +535,9 @@ def run_extrapolation_suite(
             if spec not in corpora:
                 corpora[spec] = load_corpus(spec)
             token_cache[key] = load_token_splits(
-                corpora[spec], run.tokenizer, splits=(config.split,),
+                corpora[spec],
+                run.tokenizer,
+                splits=(config.split,),
                 show_progress=config.show_progress,
             )[config.split]
         tokens = token_cache[key]
@@ -528,22 +547,33 @@ def run_extrapolation_suite(
         device = next(model.parameters()).device
         label = names[i] if names is not None else model.config.pos_scheme
         curve = extrapolation_curve(
-            model, tokens, config.multipliers, config.max_tokens, config.batch_size,
-            config.protocol, device, config.show_progress, desc=f"extrapolation {label}",
+            model,
+            tokens,
+            config.multipliers,
+            config.max_tokens,
+            config.batch_size,
+            config.protocol,
+            device,
+            config.show_progress,
+            desc=f"extrapolation {label}",
         )
-        entries.append({
-            "path": path,
-            "pos_scheme": model.config.pos_scheme,
-            "step": getattr(run, "step", None),
-            "data": spec,
-            "split": config.split,
-            "tokenizer": fp,
-            "split_tokens": int(len(tokens)),
-            **curve,
-        })
+        entries.append(
+            {
+                "path": path,
+                "pos_scheme": model.config.pos_scheme,
+                "step": getattr(run, "step", None),
+                "data": spec,
+                "split": config.split,
+                "tokenizer": fp,
+                "split_tokens": int(len(tokens)),
+                **curve,
+            }
+        )
         del run, model
-    run_names = list(names) if names is not None else _unique_names(
-        [e["path"] for e in entries], [e["pos_scheme"] for e in entries]
+    run_names = (
+        list(names)
+        if names is not None
+        else _unique_names([e["path"] for e in entries], [e["pos_scheme"] for e in entries])
     )
     payload: dict[str, Any] = {
         "suite": "extrapolation",

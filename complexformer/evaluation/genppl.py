@@ -317,13 +317,23 @@ def score_continuations(
     samples: list[dict[str, Any]] = []
     seqs: list[tuple[list[int], list[int]]] = []
     for prompt, cont in zip(prompts, continuations, strict=True):
-        ctx, c, p_cut, c_cut = _fit(prefix, _ids(tok, prompt, False), _ids(tok, cont, False), L,
-                                    start)
+        ctx, c, p_cut, c_cut = _fit(
+            prefix, _ids(tok, prompt, False), _ids(tok, cont, False), L, start
+        )
         seqs.append((ctx, c))
-        samples.append({"tokens": len(c), "nll": 0.0, "ppl": math.nan,
-                        "prompt_truncated": p_cut and bool(c), "continuation_truncated": c_cut})
-    order = sorted((i for i in range(len(seqs)) if seqs[i][1]),
-                   key=lambda i: -(len(seqs[i][0]) + len(seqs[i][1])))
+        samples.append(
+            {
+                "tokens": len(c),
+                "nll": 0.0,
+                "ppl": math.nan,
+                "prompt_truncated": p_cut and bool(c),
+                "continuation_truncated": c_cut,
+            }
+        )
+    order = sorted(
+        (i for i in range(len(seqs)) if seqs[i][1]),
+        key=lambda i: -(len(seqs[i][0]) + len(seqs[i][1])),
+    )
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     for batch in tqdm(batches, desc="gen-PPL", disable=not progress, leave=False):
         full = [seqs[i][0] + seqs[i][1] for i in batch]
@@ -333,8 +343,9 @@ def score_continuations(
         for r, s in enumerate(full):
             ids[r, : len(s)] = torch.tensor(s)
             mask[r, : len(s)] = 1
-        logits = model(input_ids=ids.to(evaluator.device),
-                       attention_mask=mask.to(evaluator.device)).logits  # (B, T, V)
+        logits = model(
+            input_ids=ids.to(evaluator.device), attention_mask=mask.to(evaluator.device)
+        ).logits  # (B, T, V)
         for r, i in enumerate(batch):
             ctx, c = seqs[i]
             pos = torch.arange(len(ctx) - 1, len(ctx) + len(c) - 1, device=logits.device)

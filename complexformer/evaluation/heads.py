@@ -68,13 +68,21 @@ __all__ = [
 STAT_NAMES = ("mean", "std", "mean_abs", "min", "max", "frac_abs_gt")
 _SPLITS = ("train", "val", "test")
 _MEASURES = (
-    "semantic_share", "rel_l2_no_semantic", "rel_l2_no_position", "kl_no_semantic",
-    "kl_no_position", "attention_distance", "attention_entropy",
+    "semantic_share",
+    "rel_l2_no_semantic",
+    "rel_l2_no_position",
+    "kl_no_semantic",
+    "kl_no_position",
+    "attention_distance",
+    "attention_entropy",
 )
 _MEASURE_LABELS = {
-    "semantic_share": "semantic share", "rel_l2_no_semantic": "rel L2 (δ = 0)",
-    "rel_l2_no_position": "rel L2 (ω = 0)", "kl_no_semantic": "KL (δ = 0)",
-    "kl_no_position": "KL (ω = 0)", "attention_distance": "mean attention distance",
+    "semantic_share": "semantic share",
+    "rel_l2_no_semantic": "rel L2 (δ = 0)",
+    "rel_l2_no_position": "rel L2 (ω = 0)",
+    "kl_no_semantic": "KL (δ = 0)",
+    "kl_no_position": "KL (ω = 0)",
+    "attention_distance": "mean attention distance",
     "attention_entropy": "attention entropy",
 }
 
@@ -121,8 +129,9 @@ class HeadsConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
-        if self.block_len is not None and (not isinstance(self.block_len, int)
-                                           or self.block_len < 2):
+        if self.block_len is not None and (
+            not isinstance(self.block_len, int) or self.block_len < 2
+        ):
             raise ValueError(f"block_len must be an integer >= 2 or None, got {self.block_len!r}")
         if self.layers is not None:
             self.layers = tuple(int(x) for x in self.layers)
@@ -175,8 +184,10 @@ def adaptation_stats(
         "delta_threshold": delta_threshold,
         "bias_threshold": bias_threshold,
     }
-    for key, attr, thr in (("delta", "adapt_delta", delta_threshold),
-                           ("bias", "adapt_bias", bias_threshold)):
+    for key, attr, thr in (
+        ("delta", "adapt_delta", delta_threshold),
+        ("bias", "adapt_bias", bias_threshold),
+    ):
         per_layer = []
         for b in blocks:
             p = getattr(b.attn, attr)
@@ -215,15 +226,20 @@ def score_variants(attn: CausalSelfAttention, q: Tensor, k: Tensor) -> dict[str,
         def polar(d: Tensor, w: Tensor) -> Tensor:
             return dot(polar_rotate(q, d, bias, 0, w, PAIRS), polar_rotate(k, d, None, 0, w, PAIRS))
 
-        return {"full": polar(delta, omega), "no_semantic": polar(torch.zeros_like(delta), omega),
-                "no_position": polar(delta, torch.zeros_like(omega))}
+        return {
+            "full": polar(delta, omega),
+            "no_semantic": polar(torch.zeros_like(delta), omega),
+            "no_position": polar(delta, torch.zeros_like(omega)),
+        }
     if sch.rotation == "rope":
         omega = attn.omega
         zero = torch.zeros_like(omega)
         return {
             "full": dot(apply_rope(q, 0, omega, PAIRS), apply_rope(k, 0, omega, PAIRS)),
-            "no_semantic": dot(polar_rotate(q, zero, None, 0, omega, PAIRS),
-                               polar_rotate(k, zero, None, 0, omega, PAIRS)),
+            "no_semantic": dot(
+                polar_rotate(q, zero, None, 0, omega, PAIRS),
+                polar_rotate(k, zero, None, 0, omega, PAIRS),
+            ),
             "no_position": dot(q, k),
         }
     qk = dot(q, k)
@@ -253,8 +269,10 @@ def attention_inputs(model: nn.Module, ids: Tensor) -> list[Tensor]:
     captured: list[Tensor | None] = [None] * len(model.blocks)
     hooks = []
     for i, block in enumerate(model.blocks):
+
         def hook(_module, args, i=i):
             captured[i] = args[0].detach()
+
         hooks.append(block.attn.register_forward_pre_hook(hook))
     was_training = model.training
     model.eval()
@@ -332,9 +350,11 @@ def head_score_measures(
     dev = blocks.device
     mask = causal_mask(t, t, device=dev)
     counts = mask.sum(-1, keepdim=True)  # (T, 1) keys per query
-    dist = (torch.arange(t, device=dev)[:, None] - torch.arange(t, device=dev)[None, :])
-    sums = {k: torch.zeros(n_layer, n_head, dtype=torch.float64) for k in
-            ("n_full", "n_pos", "n_sem", "kl_pos", "kl_sem", "dist", "ent")}
+    dist = torch.arange(t, device=dev)[:, None] - torch.arange(t, device=dev)[None, :]
+    sums = {
+        k: torch.zeros(n_layer, n_head, dtype=torch.float64)
+        for k in ("n_full", "n_pos", "n_sem", "kl_pos", "kl_sem", "dist", "ent")
+    }
     rows = 0
     decomposable = True
 
@@ -347,8 +367,13 @@ def head_score_measures(
         x = torch.where(mask, x, torch.zeros((), dtype=x.dtype, device=x.device))
         return x.sum(-1)[..., 1:].sum((0, 2), dtype=torch.float64).cpu()
 
-    bar = tqdm(total=len(blocks), desc="heads: score measures", unit="block",
-               disable=not show_progress, leave=False)
+    bar = tqdm(
+        total=len(blocks),
+        desc="heads: score measures",
+        unit="block",
+        disable=not show_progress,
+        leave=False,
+    )
     try:
         for i in range(0, len(blocks), batch_size):
             ids = blocks[i : i + batch_size]
@@ -383,8 +408,10 @@ def head_score_measures(
         return torch.where(b > 0, a / b.clamp_min(1e-300), torch.full_like(a, float("nan")))
 
     rows = max(rows, 1)
-    out = {"attention_distance": grid(sums["dist"] / rows),
-           "attention_entropy": grid(sums["ent"] / rows)}
+    out = {
+        "attention_distance": grid(sums["dist"] / rows),
+        "attention_entropy": grid(sums["ent"] / rows),
+    }
     if decomposable:
         out["semantic_share"] = grid(ratio(sums["n_pos"], sums["n_pos"] + sums["n_sem"]))
         out["rel_l2_no_semantic"] = grid(ratio(sums["n_pos"], sums["n_full"]).sqrt())
@@ -425,8 +452,9 @@ def _plot_grids(
         ax = fig.add_subplot(nrows, ncols, i + 1)
         finite = np.isfinite(a)
         if finite.any():
-            im = ax.imshow(np.ma.masked_invalid(a), aspect="auto", cmap="viridis",
-                           interpolation="nearest")
+            im = ax.imshow(
+                np.ma.masked_invalid(a), aspect="auto", cmap="viridis", interpolation="nearest"
+            )
             cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
             cb.formatter.set_useOffset(False)
             cb.update_ticks()
@@ -435,8 +463,15 @@ def _plot_grids(
                 for (r, c), v in np.ndenumerate(a):
                     if np.isfinite(v):
                         bright = hi > lo and (v - lo) / (hi - lo) > 0.6
-                        ax.text(c, r, f"{v:.3g}", ha="center", va="center", fontsize=7,
-                                color="black" if bright else "white")
+                        ax.text(
+                            c,
+                            r,
+                            f"{v:.3g}",
+                            ha="center",
+                            va="center",
+                            fontsize=7,
+                            color="black" if bright else "white",
+                        )
         else:
             ax.text(0.5, 0.5, "n/a", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(name, fontsize=9)
@@ -451,8 +486,9 @@ def _plot_grids(
     return path
 
 
-def _plot_attention(probs: dict[int, Tensor], labels: list[str], path: Path,
-                    title: str) -> Path | None:
+def _plot_attention(
+    probs: dict[int, Tensor], labels: list[str], path: Path, title: str
+) -> Path | None:
     """Grid of attention-probability images: rows = layers, columns = heads."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -471,8 +507,12 @@ def _plot_attention(probs: dict[int, Tensor], labels: list[str], path: Path,
         for h in range(n_head):
             ax = fig.add_subplot(len(layers), n_head, r * n_head + h + 1)
             img = probs[layer][0, h].float().cpu().numpy()
-            ax.imshow(img, cmap="magma", interpolation="nearest",
-                      norm=PowerNorm(0.5, vmin=0.0, vmax=max(float(img.max()), 1e-12)))
+            ax.imshow(
+                img,
+                cmap="magma",
+                interpolation="nearest",
+                norm=PowerNorm(0.5, vmin=0.0, vmax=max(float(img.max()), 1e-12)),
+            )
             ax.set_title(f"layer {layer} head {h}", fontsize=8)
             if show_labels:
                 ax.set_xticks(range(t))
@@ -507,8 +547,12 @@ def _markdown(p: dict[str, Any]) -> str:
         "",
     ]
     if ad is None:
-        lines += ["## Adaptation parameters", "",
-                  f"Not applicable: `{run['pos_scheme']}` has no δ, b (eq. 7).", ""]
+        lines += [
+            "## Adaptation parameters",
+            "",
+            f"Not applicable: `{run['pos_scheme']}` has no δ, b (eq. 7).",
+            "",
+        ]
     else:
         note = " (one vector per layer, shared by the heads)" if ad["shared"] else ""
         note += " (frozen δ = 1, b = 0)" if ad["fixed"] else ""
@@ -517,15 +561,35 @@ def _markdown(p: dict[str, Any]) -> str:
             for h in range(n_head):
                 d = {k: v[layer][h] for k, v in ad["delta"].items()}
                 b = {k: v[layer][h] for k, v in ad["bias"].items()}
-                rows.append([layer, h, *[_fmt(d[k]) for k in STAT_NAMES],
-                             *[_fmt(b[k]) for k in ("mean", "std", "mean_abs", "frac_abs_gt")]])
+                rows.append(
+                    [
+                        layer,
+                        h,
+                        *[_fmt(d[k]) for k in STAT_NAMES],
+                        *[_fmt(b[k]) for k in ("mean", "std", "mean_abs", "frac_abs_gt")],
+                    ]
+                )
         lines += [
-            "## Adaptation parameters δ, b (eq. 7)" + note, "",
+            "## Adaptation parameters δ, b (eq. 7)" + note,
+            "",
             markdown_table(
-                ["layer", "head", "mean δ", "std δ", r"mean \|δ\|", "min δ", "max δ",
-                 rf"frac \|δ\|>{ad['delta_threshold']:g}", "mean b", "std b", r"mean \|b\|",
-                 rf"frac \|b\|>{ad['bias_threshold']:g}"],
-                rows, "rr" + "r" * 10),
+                [
+                    "layer",
+                    "head",
+                    "mean δ",
+                    "std δ",
+                    r"mean \|δ\|",
+                    "min δ",
+                    "max δ",
+                    rf"frac \|δ\|>{ad['delta_threshold']:g}",
+                    "mean b",
+                    "std b",
+                    r"mean \|b\|",
+                    rf"frac \|b\|>{ad['bias_threshold']:g}",
+                ],
+                rows,
+                "rr" + "r" * 10,
+            ),
             "",
         ]
     rows = []
@@ -541,9 +605,20 @@ def _markdown(p: dict[str, Any]) -> str:
         "KL(softmax S || softmax S_x); distance / entropy of softmax S (rows m ≥ 1).",
         "",
         markdown_table(
-            ["layer", "head", "semantic share", "rel L2 δ=0", "rel L2 ω=0", "KL δ=0",
-             "KL ω=0", "mean distance", "entropy"],
-            rows, "rr" + "r" * 7),
+            [
+                "layer",
+                "head",
+                "semantic share",
+                "rel L2 δ=0",
+                "rel L2 ω=0",
+                "KL δ=0",
+                "KL ω=0",
+                "mean distance",
+                "entropy",
+            ],
+            rows,
+            "rr" + "r" * 7,
+        ),
         "",
     ]
     am = p["attention_maps"]
@@ -617,14 +692,17 @@ def run_heads_suite(
     spec = config.data
     if spec is None:
         if run.train_config is None:
-            raise ValueError("the run has no training config to take the data spec from; set "
-                             "HeadsConfig.data (--data)")
+            raise ValueError(
+                "the run has no training config to take the data spec from; set "
+                "HeadsConfig.data (--data)"
+            )
         spec = run.train_config.data
     if run.tokenizer is None:
         raise ValueError("the run has no tokenizer")
     torch.manual_seed(config.seed)
-    tokens = load_token_splits(load_corpus(spec), run.tokenizer, splits=(config.split,),
-                               show_progress=config.show_progress)[config.split]
+    tokens = load_token_splits(
+        load_corpus(spec), run.tokenizer, splits=(config.split,), show_progress=config.show_progress
+    )[config.split]
     block_len = config.block_len or int(mcfg.max_seq_len)
     if mcfg.pos_scheme == "learned":
         block_len = min(block_len, int(mcfg.max_seq_len))
@@ -655,14 +733,23 @@ def run_heads_suite(
     payload: dict[str, Any] = {
         "suite": "heads",
         "run": {
-            "path": path, "pos_scheme": mcfg.pos_scheme, "step": getattr(run, "step", None),
-            "n_layer": n_layer, "n_head": n_head, "head_dim": attn0.head_dim,
+            "path": path,
+            "pos_scheme": mcfg.pos_scheme,
+            "step": getattr(run, "step", None),
+            "n_layer": n_layer,
+            "n_head": n_head,
+            "head_dim": attn0.head_dim,
             "max_seq_len": int(mcfg.max_seq_len),
         },
         "config": asdict(config),
-        "data": {"spec": spec, "split": config.split, "split_tokens": int(len(tokens)),
-                 "blocks": int(len(starts)), "block_len": block_len,
-                 "starts": starts.tolist()},
+        "data": {
+            "spec": spec,
+            "split": config.split,
+            "split_tokens": int(len(tokens)),
+            "blocks": int(len(starts)),
+            "block_len": block_len,
+            "starts": starts.tolist(),
+        },
         "adaptation": adaptation,
         "scores": scores,
         "attention_maps": {"source": source, "ids": ids, "tokens": labels, "layers": layers},
@@ -676,25 +763,40 @@ def run_heads_suite(
         if adaptation is not None:
             for key, sym in (("delta", "δ"), ("bias", "b")):
                 thr = adaptation[f"{key}_threshold"]
-                labels_ = {"mean": f"mean {sym}", "std": f"std {sym}",
-                           "mean_abs": f"mean |{sym}|", "min": f"min {sym}",
-                           "max": f"max {sym}", "frac_abs_gt": f"fraction |{sym}| > {thr:g}"}
+                labels_ = {
+                    "mean": f"mean {sym}",
+                    "std": f"std {sym}",
+                    "mean_abs": f"mean |{sym}|",
+                    "min": f"min {sym}",
+                    "max": f"max {sym}",
+                    "frac_abs_gt": f"fraction |{sym}| > {thr:g}",
+                }
                 panels = [(labels_[s], adaptation[key][s]) for s in STAT_NAMES]
-                f = _plot_grids(panels, out / f"heads_{key}.png",
-                                f"{name}: adaptation {sym} per layer and head (eq. 7)")
+                f = _plot_grids(
+                    panels,
+                    out / f"heads_{key}.png",
+                    f"{name}: adaptation {sym} per layer and head (eq. 7)",
+                )
                 if f is not None:
                     files[f"{key}_png"] = str(f)
         panels = [(_MEASURE_LABELS[k], scores[k]) for k in _MEASURES[:6]]
-        f = _plot_grids(panels, out / "heads_semantic_share.png",
-                        f"{name}: semantic (δ·AS + b) vs positional (ΔP) term of the score")
+        f = _plot_grids(
+            panels,
+            out / "heads_semantic_share.png",
+            f"{name}: semantic (δ·AS + b) vs positional (ΔP) term of the score",
+        )
         if f is not None:
             files["semantic_share_png"] = str(f)
         f = _plot_attention(probs, labels, out / "attention_maps.png", f"{name}: attention")
         if f is not None:
             files["attention_png"] = str(f)
         with atomic_write(out / "attention_maps.npz", "wb") as fh:
-            np.savez(fh, ids=np.asarray(ids, dtype=np.int64), layers=np.asarray(layers),
-                     probs=np.stack([probs[x][0].float().cpu().numpy() for x in layers]))
+            np.savez(
+                fh,
+                ids=np.asarray(ids, dtype=np.int64),
+                layers=np.asarray(layers),
+                probs=np.stack([probs[x][0].float().cpu().numpy() for x in layers]),
+            )
         files["attention_npz"] = str(out / "attention_maps.npz")
         files["json"] = str(out / "heads.json")
         files["markdown"] = str(out / "heads.md")

@@ -54,8 +54,13 @@ __all__ = [
 ]
 
 MATH_SUBJECTS = (
-    "algebra", "counting_and_probability", "geometry", "intermediate_algebra", "number_theory",
-    "prealgebra", "precalculus",
+    "algebra",
+    "counting_and_probability",
+    "geometry",
+    "intermediate_algebra",
+    "number_theory",
+    "prealgebra",
+    "precalculus",
 )
 
 # A number: sign, thousands groups or digits, decimals, optional "/denominator"; or ".5".
@@ -64,13 +69,80 @@ _NUMBER = re.compile(
 )
 _ANSWER_IS = re.compile(r"answer\s+is\s*:?\s*\$?\s*([-−]?[\d.,/]*\d)", re.IGNORECASE)
 _UNITS = {
-    "dollar", "dollars", "cent", "cents", "usd", "mm", "cm", "m", "km", "meter", "meters",
-    "metre", "metres", "inch", "inches", "in", "foot", "feet", "ft", "yard", "yards", "mile",
-    "miles", "mph", "kmh", "second", "seconds", "sec", "secs", "s", "minute", "minutes", "min",
-    "mins", "hour", "hours", "hr", "hrs", "h", "day", "days", "week", "weeks", "month",
-    "months", "year", "years", "g", "kg", "gram", "grams", "pound", "pounds", "lb", "lbs",
-    "ounce", "ounces", "oz", "l", "ml", "liter", "liters", "litre", "litres", "gallon",
-    "gallons", "degree", "degrees", "unit", "units", "point", "points", "percent", "sq",
+    "dollar",
+    "dollars",
+    "cent",
+    "cents",
+    "usd",
+    "mm",
+    "cm",
+    "m",
+    "km",
+    "meter",
+    "meters",
+    "metre",
+    "metres",
+    "inch",
+    "inches",
+    "in",
+    "foot",
+    "feet",
+    "ft",
+    "yard",
+    "yards",
+    "mile",
+    "miles",
+    "mph",
+    "kmh",
+    "second",
+    "seconds",
+    "sec",
+    "secs",
+    "s",
+    "minute",
+    "minutes",
+    "min",
+    "mins",
+    "hour",
+    "hours",
+    "hr",
+    "hrs",
+    "h",
+    "day",
+    "days",
+    "week",
+    "weeks",
+    "month",
+    "months",
+    "year",
+    "years",
+    "g",
+    "kg",
+    "gram",
+    "grams",
+    "pound",
+    "pounds",
+    "lb",
+    "lbs",
+    "ounce",
+    "ounces",
+    "oz",
+    "l",
+    "ml",
+    "liter",
+    "liters",
+    "litre",
+    "litres",
+    "gallon",
+    "gallons",
+    "degree",
+    "degrees",
+    "unit",
+    "units",
+    "point",
+    "points",
+    "percent",
+    "sq",
 }
 _TEXT_COMMANDS = ("\\textbf", "\\textrm", "\\text", "\\mathrm", "\\mathbf", "\\mbox")
 
@@ -190,8 +262,11 @@ def _unwrap(s: str, cmd: str) -> str:
 
 
 def _strip_units(s: str) -> str:
-    m = re.fullmatch(r"(?P<num>[-+]?[\d.,/]*\d)(?P<sep>\s*)(?P<unit>[a-zA-Z][a-zA-Z .]*?)"
-                     r"(?:\^\{?\d\}?)?\.?", s)
+    m = re.fullmatch(
+        r"(?P<num>[-+]?[\d.,/]*\d)(?P<sep>\s*)(?P<unit>[a-zA-Z][a-zA-Z .]*?)"
+        r"(?:\^\{?\d\}?)?\.?",
+        s,
+    )
     if not m:
         return s
     first = m.group("unit").split()[0].lower() if m.group("unit").split() else ""
@@ -262,8 +337,11 @@ def parse_number(s: str | None) -> Fraction | None:
     m = re.fullmatch(rf"([-+]?)({_PLAIN})", s)
     if m:
         return Fraction(m.group(2)) * (-1 if m.group(1) == "-" else 1)
-    m = re.fullmatch(rf"([-+]?)(?:({_PLAIN})/({_PLAIN})|\\frac\{{([-+]?(?:{_PLAIN}))\}}"
-                     rf"\{{([-+]?(?:{_PLAIN}))\}})", s)
+    m = re.fullmatch(
+        rf"([-+]?)(?:({_PLAIN})/({_PLAIN})|\\frac\{{([-+]?(?:{_PLAIN}))\}}"
+        rf"\{{([-+]?(?:{_PLAIN}))\}})",
+        s,
+    )
     if not m:
         return None
     num, den = (m.group(2), m.group(3)) if m.group(2) is not None else (m.group(4), m.group(5))
@@ -311,8 +389,10 @@ def _rows_jsonl(path: Path) -> list[dict[str, Any]]:
         q = obj.get("question", obj.get("problem"))
         a = obj.get("answer", obj.get("solution"))
         if q is None or a is None:
-            raise ValueError(f"{path}:{n}: expected fields question (or problem) and answer "
-                             f"(or solution), got {sorted(obj)}")
+            raise ValueError(
+                f"{path}:{n}: expected fields question (or problem) and answer "
+                f"(or solution), got {sorted(obj)}"
+            )
         rows.append({"question": str(q), "answer": str(a)})
     return rows
 
@@ -323,8 +403,10 @@ def _rows_hub(data: str, split: str) -> list[dict[str, Any]]:
         ds = datasets.load_dataset("openai/gsm8k", "main", split=split)
         return [{"question": r["question"], "answer": r["answer"]} for r in ds]
     try:
-        parts = [datasets.load_dataset("EleutherAI/hendrycks_math", s, split=split)
-                 for s in MATH_SUBJECTS]
+        parts = [
+            datasets.load_dataset("EleutherAI/hendrycks_math", s, split=split)
+            for s in MATH_SUBJECTS
+        ]
         rows = [r for p in parts for r in p]
     except Exception:  # noqa: BLE001 - fall back to the older single-config copy
         rows = list(datasets.load_dataset("hendrycks/competition_math", split=split))
@@ -352,8 +434,10 @@ def load_math_problems(data: str, split: str = "test") -> list[dict[str, Any]]:
     elif data in ("gsm8k", "math"):
         rows = _rows_hub(data, split)
     else:
-        raise ValueError(f"math data {data!r}: expected 'gsm8k', 'math' or an existing .jsonl "
-                         "file with question/answer fields")
+        raise ValueError(
+            f"math data {data!r}: expected 'gsm8k', 'math' or an existing .jsonl "
+            "file with question/answer fields"
+        )
     return [{"id": i, **r, "reference": _reference_of(r["answer"])} for i, r in enumerate(rows)]
 
 
@@ -431,14 +515,23 @@ def _generate_all(
     groups: dict[int, list[int]] = {}
     for i, p in enumerate(prompts):
         groups.setdefault(len(p), []).append(i)
-    batches = [ix[k : k + config.batch_size] for _, ix in sorted(groups.items())
-               for k in range(0, len(ix), config.batch_size)]
+    batches = [
+        ix[k : k + config.batch_size]
+        for _, ix in sorted(groups.items())
+        for k in range(0, len(ix), config.batch_size)
+    ]
     out: list[list[int]] = [[] for _ in prompts]
     bar = tqdm(total=len(prompts), desc="math: generate", disable=not config.progress)
     for b, ix in enumerate(batches):
         x = torch.tensor([prompts[i] for i in ix], dtype=torch.long, device=device)
-        y = model.generate(x, config.max_new_tokens, temperature=config.temperature,
-                           top_p=config.top_p, seed=config.seed + b, eos_token_id=eos)
+        y = model.generate(
+            x,
+            config.max_new_tokens,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            seed=config.seed + b,
+            eos_token_id=eos,
+        )
         for i, row in zip(ix, y[:, x.shape[1] :].tolist(), strict=True):
             out[i] = row[: row.index(eos)] if eos in row else row
         bar.update(len(ix))
@@ -448,29 +541,42 @@ def _generate_all(
 
 def _markdown(payload: dict[str, Any], n_rows: int = 10) -> str:
     m, c = payload["metrics"], payload["config"]
-    rows = [["accuracy", f"{100 * m['accuracy']:.2f}%"], ["correct", m["correct"]],
-            ["problems", m["total"]], ["no answer extracted", m["no_answer"]],
-            ["truncated prompts", m["truncated_prompts"]]]
+    rows = [
+        ["accuracy", f"{100 * m['accuracy']:.2f}%"],
+        ["correct", m["correct"]],
+        ["problems", m["total"]],
+        ["no answer extracted", m["no_answer"]],
+        ["truncated prompts", m["truncated_prompts"]],
+    ]
 
     def short(s: Any, n: int = 60) -> str:
         s = "" if s is None else str(s).replace("\n", " ").replace("|", "\\|")
         return s if len(s) <= n else s[: n - 1] + "…"
 
-    probs = [[p["id"], short(p["question"]), short(p["reference"], 20),
-              short(p["prediction"], 20), "yes" if p["correct"] else "no"]
-             for p in payload["problems"][:n_rows]]
-    return "\n".join([
-        "# Math reasoning",
-        "",
-        f"Data `{c['data']}` [{c['split']}], {m['total']} problems, {c['num_fewshot']}-shot, "
-        f"{c['max_new_tokens']} new tokens, temperature {c['temperature']}.",
-        "",
-        markdown_table(["metric", "value"], rows, align="lr"),
-        "",
-        f"## First {len(probs)} problems",
-        "",
-        markdown_table(["id", "question", "reference", "prediction", "correct"], probs),
-    ])
+    probs = [
+        [
+            p["id"],
+            short(p["question"]),
+            short(p["reference"], 20),
+            short(p["prediction"], 20),
+            "yes" if p["correct"] else "no",
+        ]
+        for p in payload["problems"][:n_rows]
+    ]
+    return "\n".join(
+        [
+            "# Math reasoning",
+            "",
+            f"Data `{c['data']}` [{c['split']}], {m['total']} problems, {c['num_fewshot']}-shot, "
+            f"{c['max_new_tokens']} new tokens, temperature {c['temperature']}.",
+            "",
+            markdown_table(["metric", "value"], rows, align="lr"),
+            "",
+            f"## First {len(probs)} problems",
+            "",
+            markdown_table(["id", "question", "reference", "prediction", "correct"], probs),
+        ]
+    )
 
 
 def run_math_suite(
@@ -546,21 +652,34 @@ def run_math_suite(
     for p, new in zip(problems, outputs, strict=True):
         text = _cut(tokenizer.decode(new), config.stop)
         pred = extract_answer(text)
-        rows.append({"id": p["id"], "question": p["question"], "reference": p["reference"],
-                     "output": text, "prediction": pred,
-                     "correct": math_equal(pred, p["reference"])})
+        rows.append(
+            {
+                "id": p["id"],
+                "question": p["question"],
+                "reference": p["reference"],
+                "output": text,
+                "prediction": pred,
+                "correct": math_equal(pred, p["reference"]),
+            }
+        )
     correct = sum(r["correct"] for r in rows)
     metrics = {
-        "accuracy": correct / len(rows), "correct": correct, "total": len(rows),
+        "accuracy": correct / len(rows),
+        "correct": correct,
+        "total": len(rows),
         "no_answer": sum(r["prediction"] is None for r in rows),
-        "skipped_no_reference": skipped, "truncated_prompts": truncated,
+        "skipped_no_reference": skipped,
+        "truncated_prompts": truncated,
     }
     cfg = getattr(model, "config", None)
     payload: dict[str, Any] = {
         "suite": "math",
         "config": asdict(config),
-        "model": {"pos_scheme": getattr(cfg, "pos_scheme", None), "max_seq_len": limit,
-                  "parameters": sum(q.numel() for q in model.parameters())},
+        "model": {
+            "pos_scheme": getattr(cfg, "pos_scheme", None),
+            "max_seq_len": limit,
+            "parameters": sum(q.numel() for q in model.parameters()),
+        },
         "metrics": metrics,
         "timing": {"generate_s": t_gen},
         "problems": rows,

@@ -52,9 +52,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if not 0 <= c <= n:
         raise ValueError(f"c (correct samples) must be in [0, n={n}], got {c}")
     if not 1 <= k <= n:
-        raise ValueError(
-            f"k must be in [1, n={n}] (pass@k needs at least k samples), got k={k}"
-        )
+        raise ValueError(f"k must be in [1, n={n}] (pass@k needs at least k samples), got k={k}")
     if n - c < k:
         return 1.0
     prod = 1.0

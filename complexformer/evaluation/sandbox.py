@@ -169,36 +169,80 @@ def _sandbox_child() -> None:  # pragma: no cover - runs in the sandboxed interp
         prefix = work + os.sep
         write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
         devices = {"/dev/null"}
-        forbidden = frozenset((
-            "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
-            "os.kill", "os.killpg", "subprocess.Popen", "pty.spawn", "os.startfile",
-            "socket.__new__", "socket.bind", "socket.connect", "socket.getaddrinfo",
-            "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo",
-            "socket.sendto", "socket.sendmsg", "socket.sethostname",
-            "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata", "ctypes.cdata/buffer",
-            "ctypes.call_function", "ctypes.string_at", "ctypes.wstring_at",
-            "resource.setrlimit", "resource.prlimit",
-            "gc.get_objects", "gc.get_referrers", "gc.get_referents",
-        ))
+        forbidden = frozenset(
+            (
+                "os.system",
+                "os.exec",
+                "os.posix_spawn",
+                "os.spawn",
+                "os.fork",
+                "os.forkpty",
+                "os.kill",
+                "os.killpg",
+                "subprocess.Popen",
+                "pty.spawn",
+                "os.startfile",
+                "socket.__new__",
+                "socket.bind",
+                "socket.connect",
+                "socket.getaddrinfo",
+                "socket.gethostbyname",
+                "socket.gethostbyaddr",
+                "socket.getnameinfo",
+                "socket.sendto",
+                "socket.sendmsg",
+                "socket.sethostname",
+                "ctypes.dlsym",
+                "ctypes.dlsym/handle",
+                "ctypes.cdata",
+                "ctypes.cdata/buffer",
+                "ctypes.call_function",
+                "ctypes.string_at",
+                "ctypes.wstring_at",
+                "resource.setrlimit",
+                "resource.prlimit",
+                "gc.get_objects",
+                "gc.get_referrers",
+                "gc.get_referents",
+            )
+        )
         # event -> ((index of a path argument, index of its dir_fd argument or None), ...)
         checked = {
-            "os.remove": ((0, 1),), "os.rmdir": ((0, 1),), "os.mkdir": ((0, 2),),
-            "os.chmod": ((0, 2),), "os.chown": ((0, 3),), "os.utime": ((0, 3),),
-            "os.truncate": ((0, None),), "os.chflags": ((0, None),),
-            "os.lchflags": ((0, None),), "os.setxattr": ((0, None),),
-            "os.removexattr": ((0, None),), "os.rename": ((0, 2), (1, 3)),
-            "os.link": ((0, 2), (1, 3)), "os.symlink": ((1, 2),),
-            "shutil.rmtree": ((0, 1),), "shutil.chown": ((0, None),),
-            "shutil.copyfile": ((1, None),), "shutil.copymode": ((1, None),),
-            "shutil.copystat": ((1, None),), "shutil.move": ((0, None), (1, None)),
+            "os.remove": ((0, 1),),
+            "os.rmdir": ((0, 1),),
+            "os.mkdir": ((0, 2),),
+            "os.chmod": ((0, 2),),
+            "os.chown": ((0, 3),),
+            "os.utime": ((0, 3),),
+            "os.truncate": ((0, None),),
+            "os.chflags": ((0, None),),
+            "os.lchflags": ((0, None),),
+            "os.setxattr": ((0, None),),
+            "os.removexattr": ((0, None),),
+            "os.rename": ((0, 2), (1, 3)),
+            "os.link": ((0, 2), (1, 3)),
+            "os.symlink": ((1, 2),),
+            "shutil.rmtree": ((0, 1),),
+            "shutil.chown": ((0, None),),
+            "shutil.copyfile": ((1, None),),
+            "shutil.copymode": ((1, None),),
+            "shutil.copystat": ((1, None),),
+            "shutil.move": ((0, None), (1, None)),
         }
         realpath, isabs, join, fsdecode = (
-            os.path.realpath, os.path.isabs, os.path.join, os.fsdecode)
+            os.path.realpath,
+            os.path.isabs,
+            os.path.join,
+            os.fsdecode,
+        )
 
         def denied(what: str, path: object = None) -> PermissionError:
             msg = f"sandbox: {what} is not allowed"
-            return PermissionError(errno.EACCES, msg) if path is None else PermissionError(
-                errno.EACCES, msg, path)
+            return (
+                PermissionError(errno.EACCES, msg)
+                if path is None
+                else PermissionError(errno.EACCES, msg, path)
+            )
 
         def inside(path: object, dir_fd: object) -> bool:
             if isinstance(path, int):  # an open descriptor: checked when it was opened
@@ -222,7 +266,8 @@ def _sandbox_child() -> None:  # pragma: no cover - runs in the sandboxed interp
             if event == "open":
                 path, mode, flags = (tuple(args) + (None, None, None))[:3]
                 writing = (isinstance(flags, int) and flags & write_flags) or (
-                    isinstance(mode, str) and any(c in mode for c in "wax+"))
+                    isinstance(mode, str) and any(c in mode for c in "wax+")
+                )
                 if writing and not inside(path, None):
                     raise denied("writing outside the working directory", path)
                 return
@@ -239,8 +284,9 @@ def _sandbox_child() -> None:  # pragma: no cover - runs in the sandboxed interp
         sys.addaudithook(hook)
         os_open = os.open
 
-        def guarded_open(path: object, flags: int, mode: int = 0o777, *,
-                         dir_fd: int | None = None) -> int:
+        def guarded_open(
+            path: object, flags: int, mode: int = 0o777, *, dir_fd: int | None = None
+        ) -> int:
             # the "open" audit event omits dir_fd: resolve it here
             if dir_fd is not None and flags & write_flags and not inside(path, dir_fd):
                 raise denied("writing outside the working directory", path)
@@ -293,14 +339,21 @@ def _prelude() -> str:
         import textwrap
 
         _child_source = textwrap.dedent(inspect.getsource(_sandbox_child)) + (
-            "\n_sandbox_child()\n")
+            "\n_sandbox_child()\n"
+        )
     return _child_source
 
 
 def _probe(cmd: list[str]) -> bool:
     try:
-        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=20, start_new_session=True)
+        r = subprocess.run(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=20,
+            start_new_session=True,
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return r.returncode == 0
@@ -397,8 +450,11 @@ def sandbox_capabilities() -> dict[str, Any]:
             else:
                 plimit = "rlimit-approximate"
             _caps = {
-                "platform": sys.platform, "unshare": prefix, "namespaces": spaces,
-                "cgroup": cgroup, "process_limit": plimit,
+                "platform": sys.platform,
+                "unshare": prefix,
+                "namespaces": spaces,
+                "cgroup": cgroup,
+                "process_limit": plimit,
                 "euid": os.geteuid() if posix else None,
             }
         return dict(_caps)
@@ -624,9 +680,14 @@ def run_program(
         ValueError: a non-positive limit.
         OSError: not a POSIX system (the limits need the ``resource`` module).
     """
-    for name, value in (("timeout", timeout), ("memory_mb", memory_mb),
-                        ("max_processes", max_processes), ("max_file_size_mb", max_file_size_mb),
-                        ("max_open_files", max_open_files), ("output_limit", output_limit)):
+    for name, value in (
+        ("timeout", timeout),
+        ("memory_mb", memory_mb),
+        ("max_processes", max_processes),
+        ("max_file_size_mb", max_file_size_mb),
+        ("max_open_files", max_open_files),
+        ("output_limit", output_limit),
+    ):
         _check_positive(name, value)
     _check_positive("cpu_seconds", cpu_seconds, allow_none=True)
     if os.name != "posix":
@@ -655,32 +716,70 @@ def run_program(
                 with open(os.path.join(cgroup, "pids.max"), "w") as f:
                     f.write(str(max_processes))
             except OSError as e:
-                return SandboxResult("error", None, "", f"sandbox: cgroup setup failed: {e}",
-                                     time.monotonic() - t0, sandbox_id)
+                return SandboxResult(
+                    "error",
+                    None,
+                    "",
+                    f"sandbox: cgroup setup failed: {e}",
+                    time.monotonic() - t0,
+                    sandbox_id,
+                )
         cfg = {
-            "work": work, "program": program, "guard": bool(guard),
-            "memory": int(memory_mb) << 20, "fsize": int(max_file_size_mb) << 20,
-            "cpu": int(cpu_seconds or math.ceil(timeout) + 1), "nofile": int(max_open_files),
-            "nproc": nproc, "cgroup_procs": cgroup and os.path.join(cgroup, "cgroup.procs"),
-            "memory_exit": _MEMORY_EXIT, "setup_exit": _SETUP_EXIT,
+            "work": work,
+            "program": program,
+            "guard": bool(guard),
+            "memory": int(memory_mb) << 20,
+            "fsize": int(max_file_size_mb) << 20,
+            "cpu": int(cpu_seconds or math.ceil(timeout) + 1),
+            "nofile": int(max_open_files),
+            "nproc": nproc,
+            "cgroup_procs": cgroup and os.path.join(cgroup, "cgroup.procs"),
+            "memory_exit": _MEMORY_EXIT,
+            "setup_exit": _SETUP_EXIT,
             "site_packages": _site_packages() if site_packages else [],
         }
         env = {
-            "PATH": os.defpath, "HOME": work, "TMPDIR": work, "TMP": work, "TEMP": work,
-            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", MARKER_VAR: sandbox_id,
+            "PATH": os.defpath,
+            "HOME": work,
+            "TMPDIR": work,
+            "TMP": work,
+            "TEMP": work,
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            MARKER_VAR: sandbox_id,
         }
-        cmd = [*caps["unshare"], sys.executable, "-I", "-S", "-B", "-c", _prelude(),
-               json.dumps(cfg)]
+        cmd = [
+            *caps["unshare"],
+            sys.executable,
+            "-I",
+            "-S",
+            "-B",
+            "-c",
+            _prelude(),
+            json.dumps(cfg),
+        ]
         out_path, err_path = os.path.join(root, "stdout"), os.path.join(root, "stderr")
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
             try:
                 proc = subprocess.Popen(
-                    cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=work, env=env,
-                    start_new_session=True, close_fds=True,
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    cwd=work,
+                    env=env,
+                    start_new_session=True,
+                    close_fds=True,
                 )
             except OSError as e:
-                return SandboxResult("error", None, "", f"sandbox: could not start: {e}",
-                                     time.monotonic() - t0, sandbox_id)
+                return SandboxResult(
+                    "error",
+                    None,
+                    "",
+                    f"sandbox: could not start: {e}",
+                    time.monotonic() - t0,
+                    sandbox_id,
+                )
             timed_out = not _wait_exit(proc, timeout)
             wall = time.monotonic() - t0
             _kill_group(proc.pid)  # the leader is not reaped yet: its group id is still ours
@@ -691,8 +790,7 @@ def run_program(
             _remove_cgroup(cgroup)
             cgroup = None
         stdout, stderr = _tail(out_path, output_limit), _tail(err_path, output_limit)
-        return SandboxResult(_status(rc, stderr, timed_out), rc, stdout, stderr, wall,
-                             sandbox_id)
+        return SandboxResult(_status(rc, stderr, timed_out), rc, stdout, stderr, wall, sandbox_id)
     finally:
         if cgroup is not None:
             _remove_cgroup(cgroup)

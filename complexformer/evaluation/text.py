@@ -77,8 +77,13 @@ class TextSuiteConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first out-of-range field."""
-        for name in ("num_prompts", "prompt_tokens", "max_new_tokens", "batch_size",
-                     "evaluator_batch_size"):
+        for name in (
+            "num_prompts",
+            "prompt_tokens",
+            "max_new_tokens",
+            "batch_size",
+            "evaluator_batch_size",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 < self.top_p <= 1.0:
@@ -140,8 +145,13 @@ def _generate(
         batch = [lead + p for p in prompts[s : s + config.batch_size]]
         x = torch.tensor(batch, dtype=torch.long, device=device)
         y = model.generate(
-            x, config.max_new_tokens, temperature=config.temperature, top_p=config.top_p,
-            top_k=config.top_k, seed=config.seed + b, eos_token_id=eos,
+            x,
+            config.max_new_tokens,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            top_k=config.top_k,
+            seed=config.seed + b,
+            eos_token_id=eos,
         )
         for row in y[:, x.shape[1] :].tolist():
             stop = row.index(eos) if eos in row else len(row)
@@ -185,8 +195,7 @@ def _markdown(payload: dict[str, Any], n_examples: int = 3) -> str:
     for g in payload["generations"][:n_examples]:
         sample = g["prompt"] + "⟦" + g["continuation"] + "⟧"
         fence = "`" * max(3, 1 + max((len(r) for r in re.findall("`+", sample)), default=0))
-        lines += ["", f"## Sample (document {g['document']})", "", fence + "text", sample,
-                  fence]
+        lines += ["", f"## Sample (document {g['document']})", "", fence + "text", sample, fence]
     return "\n".join(lines)
 
 
@@ -233,16 +242,19 @@ def run_text_suite(
     say = log or (lambda _msg: None)
     corpus = load_corpus(config.data)
     documents = list(corpus.documents(config.split))
-    chosen = select_prompts(documents, tokenizer, config.num_prompts, config.prompt_tokens,
-                            config.seed)
+    chosen = select_prompts(
+        documents, tokenizer, config.num_prompts, config.prompt_tokens, config.seed
+    )
     if not chosen:
         raise ValueError(
             f"no document of {config.data!r} [{config.split}] has {config.prompt_tokens} tokens "
             f"({len(documents)} documents); lower prompt_tokens or use another split"
         )
     if len(chosen) < config.num_prompts:
-        say(f"text: only {len(chosen)} of {len(documents)} documents have "
-            f"{config.prompt_tokens} tokens; using {len(chosen)} prompts")
+        say(
+            f"text: only {len(chosen)} of {len(documents)} documents have "
+            f"{config.prompt_tokens} tokens; using {len(chosen)} prompts"
+        )
     prompts = [ids for _, ids in chosen]
 
     t0 = time.perf_counter()
@@ -260,8 +272,11 @@ def run_text_suite(
             say(f"text: loading evaluator {ev_spec}")
             evaluator = load_evaluator(str(ev_spec), device=next(model.parameters()).device)
         scores = score_continuations(
-            evaluator, [p for p, _ in texts], continuations,
-            batch_size=config.evaluator_batch_size, progress=config.progress,
+            evaluator,
+            [p for p, _ in texts],
+            continuations,
+            batch_size=config.evaluator_batch_size,
+            progress=config.progress,
         )
     t_score = time.perf_counter() - t1
 
@@ -270,13 +285,22 @@ def run_text_suite(
         zip(chosen, outputs, texts, strict=True)
     ):
         s = scores["samples"][k] if scores else {}
-        generations.append({
-            "document": doc, "prompt": ptext, "continuation": ctext,
-            "prompt_tokens": len(ids), "new_tokens": len(new), "stopped_at_eos": stopped,
-            "words": len(ctext.split()), "rep_4": sequence_repetition(ctext, 4),
-            "evaluator_tokens": s.get("tokens"), "nll": s.get("nll"), "ppl": s.get("ppl"),
-            "prompt_truncated": s.get("prompt_truncated"),
-        })
+        generations.append(
+            {
+                "document": doc,
+                "prompt": ptext,
+                "continuation": ctext,
+                "prompt_tokens": len(ids),
+                "new_tokens": len(new),
+                "stopped_at_eos": stopped,
+                "words": len(ctext.split()),
+                "rep_4": sequence_repetition(ctext, 4),
+                "evaluator_tokens": s.get("tokens"),
+                "nll": s.get("nll"),
+                "ppl": s.get("ppl"),
+                "prompt_truncated": s.get("prompt_truncated"),
+            }
+        )
     nan = math.nan
     metrics = {
         "gen_ppl": scores["gen_ppl"] if scores else nan,
@@ -308,6 +332,8 @@ def run_text_suite(
     }
     if out_dir is not None:
         write_report(out_dir, "text", payload, _markdown(payload))
-    say("text: " + ", ".join(f"{k} {_fmt(metrics[k])}"
-                             for k in ("gen_ppl", "dist_1", "dist_2", "rep_4")))
+    say(
+        "text: "
+        + ", ".join(f"{k} {_fmt(metrics[k])}" for k in ("gen_ppl", "dist_1", "dist_2", "rep_4"))
+    )
     return payload

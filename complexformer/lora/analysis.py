@@ -108,8 +108,9 @@ def imaginary_energy_share(z: Tensor) -> float:
     return float(im / total)
 
 
-def plot_embedding_scatter(z: Tensor, path: str | os.PathLike, title: str | None = None,
-                           dpi: int = 120) -> Path:
+def plot_embedding_scatter(
+    z: Tensor, path: str | os.PathLike, title: str | None = None, dpi: int = 120
+) -> Path:
     """Write a PNG scatter plot of complex values in the complex plane (Tamburini 2024, Fig. 1).
 
     matplotlib is imported here, with the non-interactive Agg backend. The axes are labelled

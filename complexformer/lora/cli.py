@@ -43,9 +43,14 @@ def _complexify_config(args: argparse.Namespace):
     targets = args.target_modules
     if targets is not None and len(targets) == 1 and not targets[0].isidentifier():
         targets = targets[0]  # a regular expression
-    kw = {"r": args.rank, "alpha": args.alpha, "dropout": args.lora_dropout,
-          "attention_score": args.attention_score, "head_output": args.head_output,
-          "whiten": args.whiten}
+    kw = {
+        "r": args.rank,
+        "alpha": args.alpha,
+        "dropout": args.lora_dropout,
+        "attention_score": args.attention_score,
+        "head_output": args.head_output,
+        "whiten": args.whiten,
+    }
     if targets is not None:
         kw["target_modules"] = targets
     return ComplexLoRAConfig(**kw)
@@ -57,16 +62,32 @@ def cmd_complexify(args: argparse.Namespace) -> int:
 
     task = MLMTask(args.base, _complexify_config(args), max_len=args.max_len)
     tc = TrainConfig(
-        out_dir=args.out, data=args.data, text_field=args.text_field,
-        max_steps=args.max_steps, batch_size=args.batch_size, grad_accum=args.grad_accum,
-        lr=args.lr, warmup_frac=args.warmup_frac, min_lr_ratio=0.0, schedule="linear",
-        weight_decay=args.weight_decay, eval_every=args.eval_every,
-        eval_blocks=args.eval_blocks, log_every=args.log_every, save_every=args.save_every,
-        seed=args.seed, bf16=args.bf16, device=args.device, num_threads=args.threads,
+        out_dir=args.out,
+        data=args.data,
+        text_field=args.text_field,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        grad_accum=args.grad_accum,
+        lr=args.lr,
+        warmup_frac=args.warmup_frac,
+        min_lr_ratio=0.0,
+        schedule="linear",
+        weight_decay=args.weight_decay,
+        eval_every=args.eval_every,
+        eval_blocks=args.eval_blocks,
+        log_every=args.log_every,
+        save_every=args.save_every,
+        seed=args.seed,
+        bf16=args.bf16,
+        device=args.device,
+        num_threads=args.threads,
     )
     summary = train_task(task, tc, resume=args.resume, overwrite=args.overwrite)
-    print(f"\nvalidation MLM loss {summary['val_loss']:.4f} (perplexity {summary['val_ppl']:.1f})"
-          if summary.get("val_loss") is not None else "")
+    print(
+        f"\nvalidation MLM loss {summary['val_loss']:.4f} (perplexity {summary['val_ppl']:.1f})"
+        if summary.get("val_loss") is not None
+        else ""
+    )
     print(f"CmplxBERT saved to {Path(args.out, 'model').resolve()}")
     return 0
 
@@ -75,13 +96,26 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from .finetune import FinetuneConfig, finetune
 
     cfg = FinetuneConfig(
-        task=args.task, models=tuple(args.models), seeds=tuple(args.seeds), epochs=args.epochs,
-        lr=args.lr, batch_size=args.batch_size, max_len=args.max_len,
-        warmup_frac=args.warmup_frac, weight_decay=args.weight_decay,
-        max_train_examples=args.max_train_examples, max_eval_examples=args.max_eval_examples,
-        rank=args.rank, attention_score=args.attention_score, head_output=args.head_output,
-        pooling=args.pooling, real_lora_rank=args.real_lora_rank, text_field=args.text_field,
-        label_field=args.label_field, num_threads=args.threads, device=args.device,
+        task=args.task,
+        models=tuple(args.models),
+        seeds=tuple(args.seeds),
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        max_len=args.max_len,
+        warmup_frac=args.warmup_frac,
+        weight_decay=args.weight_decay,
+        max_train_examples=args.max_train_examples,
+        max_eval_examples=args.max_eval_examples,
+        rank=args.rank,
+        attention_score=args.attention_score,
+        head_output=args.head_output,
+        pooling=args.pooling,
+        real_lora_rank=args.real_lora_rank,
+        text_field=args.text_field,
+        label_field=args.label_field,
+        num_threads=args.threads,
+        device=args.device,
     )
     payload = finetune(args.model, cfg, args.out)
     print()
@@ -102,64 +136,114 @@ def cmd_analyze_embeddings(args: argparse.Namespace) -> int:
     total = emb.base_layer.weight.numel()
     full = imaginary_energy_share(embedding_components(model, n=total, seed=0))
     out = Path(args.out) if args.out else Path(args.model)
-    png = plot_embedding_scatter(sample, out / "embeddings.png",
-                                 title=f"{model.name} word embeddings")
-    payload = {"model": str(args.model), "name": model.name, "components_plotted": len(sample),
-               "seed": args.seed, "imaginary_energy_share_sample": imaginary_energy_share(sample),
-               "imaginary_energy_share": full, "components": total, "plot": str(png)}
-    md = (f"| model | components | Im energy share (all) | Im energy share (plotted "
-          f"sample) |\n|---|--:|--:|--:|\n| {model.name} | {total:,} | {full:.4g} | "
-          f"{payload['imaginary_energy_share_sample']:.4g} |\n\n![embeddings]({png.name})\n")
+    png = plot_embedding_scatter(
+        sample, out / "embeddings.png", title=f"{model.name} word embeddings"
+    )
+    payload = {
+        "model": str(args.model),
+        "name": model.name,
+        "components_plotted": len(sample),
+        "seed": args.seed,
+        "imaginary_energy_share_sample": imaginary_energy_share(sample),
+        "imaginary_energy_share": full,
+        "components": total,
+        "plot": str(png),
+    }
+    md = (
+        f"| model | components | Im energy share (all) | Im energy share (plotted "
+        f"sample) |\n|---|--:|--:|--:|\n| {model.name} | {total:,} | {full:.4g} | "
+        f"{payload['imaginary_energy_share_sample']:.4g} |\n\n![embeddings]({png.name})\n"
+    )
     write_report(out, "embeddings", payload, md)
-    print(f"{model.name}: imaginary energy share {full:.4g} over all {total:,} word-embedding "
-          f"components ({payload['imaginary_energy_share_sample']:.4g} in the plotted sample "
-          f"of {len(sample):,})")
+    print(
+        f"{model.name}: imaginary energy share {full:.4g} over all {total:,} word-embedding "
+        f"components ({payload['imaginary_energy_share_sample']:.4g} in the plotted sample "
+        f"of {len(sample):,})"
+    )
     print(f"plot: {png}")
     return 0
 
 
 def _lora_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank", type=int, default=8, help="complex LoRA rank r (default 8)")
-    p.add_argument("--alpha", type=float, default=None,
-                   help="LoRA scale numerator, scale = alpha/r (default r: scale 1, the paper)")
-    p.add_argument("--lora-dropout", type=float, default=0.0,
-                   help="dropout on the adapters' input (default 0)")
-    p.add_argument("--target-modules", nargs="+", default=None, metavar="NAME",
-                   help="module-name suffixes to adapt, or one regular expression (default: "
-                   "embeddings, every encoder linear, pooler and heads)")
-    p.add_argument("--attention-score", default="modulus", choices=("modulus", "real"),
-                   help="softmax(|QK^H|/sqrt(d)) (the paper) or softmax(Re(QK^H)/sqrt(d))")
-    p.add_argument("--head-output", default="modulus", choices=("modulus", "real"),
-                   help="complex head output to real logits by modulus (the paper) or real part")
-    p.add_argument("--whiten", default="scalar", choices=("scalar", "full"),
-                   help="complex LayerNorm whitening (default scalar; see docs/cmplxbert.md)")
+    p.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help="LoRA scale numerator, scale = alpha/r (default r: scale 1, the paper)",
+    )
+    p.add_argument(
+        "--lora-dropout", type=float, default=0.0, help="dropout on the adapters' input (default 0)"
+    )
+    p.add_argument(
+        "--target-modules",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="module-name suffixes to adapt, or one regular expression (default: "
+        "embeddings, every encoder linear, pooler and heads)",
+    )
+    p.add_argument(
+        "--attention-score",
+        default="modulus",
+        choices=("modulus", "real"),
+        help="softmax(|QK^H|/sqrt(d)) (the paper) or softmax(Re(QK^H)/sqrt(d))",
+    )
+    p.add_argument(
+        "--head-output",
+        default="modulus",
+        choices=("modulus", "real"),
+        help="complex head output to real logits by modulus (the paper) or real part",
+    )
+    p.add_argument(
+        "--whiten",
+        default="scalar",
+        choices=("scalar", "full"),
+        help="complex LayerNorm whitening (default scalar; see docs/cmplxbert.md)",
+    )
 
 
 def add_cbert_parsers(sub) -> None:
     """Register ``complexify``, ``finetune`` and ``analyze-embeddings`` on ``sub``."""
     fmt = argparse.RawDescriptionHelpFormatter
     c = sub.add_parser(
-        "complexify", help="complexify a BERT with complex LoRA and continue MLM pre-training",
+        "complexify",
+        help="complexify a BERT with complex LoRA and continue MLM pre-training",
         description="Wrap a pre-trained real BERT into CmplxBERTLoRA_r (complex LoRA adapters, "
         "complex LayerNorm, split GELU, modulus attention) and continue masked-LM pre-training "
         "(15%% of tokens; 80%% [MASK], 10%% random, 10%% kept; AdamW, linear warm-up and "
         "linear decay) with checkpoints, exact resume and torchrun support.",
-        epilog=_EPILOG_COMPLEXIFY, formatter_class=fmt)
-    c.add_argument("--base", required=True,
-                   help="Hugging Face BERT: hub name, local directory, or 'minilm'")
-    c.add_argument("--data", required=True,
-                   help="pre-training corpus: stdlib, text:GLOB (txt/jsonl) or hf:NAME[:CONFIG]")
+        epilog=_EPILOG_COMPLEXIFY,
+        formatter_class=fmt,
+    )
+    c.add_argument(
+        "--base", required=True, help="Hugging Face BERT: hub name, local directory, or 'minilm'"
+    )
+    c.add_argument(
+        "--data",
+        required=True,
+        help="pre-training corpus: stdlib, text:GLOB (txt/jsonl) or hf:NAME[:CONFIG]",
+    )
     c.add_argument("--out", required=True, help="run directory (final model in OUT/model)")
     _lora_options(c)
     c.add_argument("--max-steps", type=int, default=1000, help="optimizer updates (default 1000)")
-    c.add_argument("--max-len", type=int, default=128,
-                   help="tokens per sequence, [CLS]/[SEP] included (default 128)")
-    c.add_argument("--batch-size", type=int, default=32,
-                   help="global batch in sequences (default 32)")
+    c.add_argument(
+        "--max-len",
+        type=int,
+        default=128,
+        help="tokens per sequence, [CLS]/[SEP] included (default 128)",
+    )
+    c.add_argument(
+        "--batch-size", type=int, default=32, help="global batch in sequences (default 32)"
+    )
     c.add_argument("--grad-accum", type=int, default=1, help="micro-steps per update")
     c.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default 1e-4)")
-    c.add_argument("--warmup-frac", type=float, default=0.1,
-                   help="fraction of steps of linear warm-up (default 0.1), then linear decay")
+    c.add_argument(
+        "--warmup-frac",
+        type=float,
+        default=0.1,
+        help="fraction of steps of linear warm-up (default 0.1), then linear decay",
+    )
     c.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
     c.add_argument("--text-field", default="text", help="JSONL field / dataset column of text")
     c.add_argument("--eval-every", type=int, default=200, help="validate every N steps")
@@ -167,8 +251,9 @@ def add_cbert_parsers(sub) -> None:
     c.add_argument("--log-every", type=int, default=10, help="metrics row every N steps")
     c.add_argument("--save-every", type=int, default=200, help="checkpoint every N steps")
     c.add_argument("--seed", type=int, default=0, help="seed of new weights, data and masks")
-    c.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                   help="device (default auto)")
+    c.add_argument(
+        "--device", default="auto", choices=("auto", "cpu", "cuda"), help="device (default auto)"
+    )
     c.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     c.add_argument("--bf16", action="store_true", help="bf16 autocast")
     c.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
@@ -176,42 +261,82 @@ def add_cbert_parsers(sub) -> None:
     c.set_defaults(func=cmd_complexify)
 
     f = sub.add_parser(
-        "finetune", help="fine-tune CmplxBERT and the real baselines for classification",
+        "finetune",
+        help="fine-tune CmplxBERT and the real baselines for classification",
         description="Fine-tune for sequence classification, once per seed: the CmplxBERT, the "
         "real BERT (full fine-tuning) and a real LoRA with about as many trainable parameters; "
         "report test accuracy and macro-F1 as mean ± std over seeds. Finished runs are kept "
         "in OUT/runs and skipped when the command is repeated.",
-        epilog=_EPILOG_FINETUNE, formatter_class=fmt)
-    f.add_argument("--model", required=True,
-                   help="CmplxBERT directory (from complexify), or a real BERT (hub name, "
-                   "directory, 'minilm') to complexify without further pre-training")
+        epilog=_EPILOG_FINETUNE,
+        formatter_class=fmt,
+    )
+    f.add_argument(
+        "--model",
+        required=True,
+        help="CmplxBERT directory (from complexify), or a real BERT (hub name, "
+        "directory, 'minilm') to complexify without further pre-training",
+    )
     f.add_argument("--task", default="docstrings", help="data spec (default docstrings)")
     f.add_argument("--out", default="runs/finetune", help="results folder")
-    f.add_argument("--models", nargs="+", default=["cmplxbert", "real", "real-lora"],
-                   choices=("cmplxbert", "real", "real-lora"), help="which models (default all)")
-    f.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
-                   help="one run per seed (default 0 1 2)")
+    f.add_argument(
+        "--models",
+        nargs="+",
+        default=["cmplxbert", "real", "real-lora"],
+        choices=("cmplxbert", "real", "real-lora"),
+        help="which models (default all)",
+    )
+    f.add_argument(
+        "--seeds", nargs="+", type=int, default=[0, 1, 2], help="one run per seed (default 0 1 2)"
+    )
     f.add_argument("--epochs", type=int, default=2, help="epochs (default 2, the paper)")
     f.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default 1e-4)")
     f.add_argument("--batch-size", type=int, default=16, help="examples per update")
     f.add_argument("--max-len", type=int, default=128, help="tokens per example (truncation)")
     f.add_argument("--warmup-frac", type=float, default=0.1, help="linear warm-up fraction")
     f.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
-    f.add_argument("--max-train-examples", type=int, default=None,
-                   help="train on a fixed random subset of N examples")
-    f.add_argument("--max-eval-examples", type=int, default=None,
-                   help="validate/test on fixed random subsets of N examples")
-    f.add_argument("--rank", type=int, default=8,
-                   help="complex LoRA rank when --model is a plain BERT (default 8)")
-    f.add_argument("--attention-score", default="modulus", choices=("modulus", "real"),
-                   help="attention score when --model is a plain BERT (default modulus)")
-    f.add_argument("--head-output", default="modulus", choices=("modulus", "real"),
-                   help="head output when --model is a plain BERT (default modulus)")
-    f.add_argument("--pooling", default="auto", choices=("auto", "cls", "mean"),
-                   help="sentence vector: [CLS] through the pooler, or the mean of the last "
-                   "hidden states; auto: mean for sentence-transformers bases (MiniLM)")
-    f.add_argument("--real-lora-rank", type=int, default=None,
-                   help="rank of the real LoRA baseline (default: match the trainable count)")
+    f.add_argument(
+        "--max-train-examples",
+        type=int,
+        default=None,
+        help="train on a fixed random subset of N examples",
+    )
+    f.add_argument(
+        "--max-eval-examples",
+        type=int,
+        default=None,
+        help="validate/test on fixed random subsets of N examples",
+    )
+    f.add_argument(
+        "--rank",
+        type=int,
+        default=8,
+        help="complex LoRA rank when --model is a plain BERT (default 8)",
+    )
+    f.add_argument(
+        "--attention-score",
+        default="modulus",
+        choices=("modulus", "real"),
+        help="attention score when --model is a plain BERT (default modulus)",
+    )
+    f.add_argument(
+        "--head-output",
+        default="modulus",
+        choices=("modulus", "real"),
+        help="head output when --model is a plain BERT (default modulus)",
+    )
+    f.add_argument(
+        "--pooling",
+        default="auto",
+        choices=("auto", "cls", "mean"),
+        help="sentence vector: [CLS] through the pooler, or the mean of the last "
+        "hidden states; auto: mean for sentence-transformers bases (MiniLM)",
+    )
+    f.add_argument(
+        "--real-lora-rank",
+        type=int,
+        default=None,
+        help="rank of the real LoRA baseline (default: match the trainable count)",
+    )
     f.add_argument("--text-field", default="text", help="text column")
     f.add_argument("--label-field", default="label", help="label column")
     f.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="device")
@@ -220,11 +345,13 @@ def add_cbert_parsers(sub) -> None:
     f.set_defaults(func=cmd_finetune)
 
     a = sub.add_parser(
-        "analyze-embeddings", help="complex word embeddings in the complex plane (Figure 1)",
+        "analyze-embeddings",
+        help="complex word embeddings in the complex plane (Figure 1)",
         description="Scatter-plot randomly chosen components of a CmplxBERT's complex word "
         "embeddings E + A·B^H in the complex plane (Tamburini 2024, Figure 1) and report the "
         "share of their energy in the imaginary parts. Writes embeddings.png, embeddings.json "
-        "and embeddings.md.")
+        "and embeddings.md.",
+    )
     a.add_argument("--model", required=True, help="CmplxBERT directory (from complexify)")
     a.add_argument("--n", type=int, default=2000, help="components to plot (default 2000)")
     a.add_argument("--seed", type=int, default=0, help="seed of the component sample")

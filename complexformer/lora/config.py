@@ -134,32 +134,40 @@ class ComplexLoRAConfig:
         if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r <= 0:
             raise ValueError(f"ComplexLoRAConfig: r must be a positive integer, got {self.r!r}")
         if self.alpha is not None:
-            if isinstance(self.alpha, bool) or not isinstance(self.alpha, (int, float)) \
-                    or not self.alpha > 0:
+            if (
+                isinstance(self.alpha, bool)
+                or not isinstance(self.alpha, (int, float))
+                or not self.alpha > 0
+            ):
                 raise ValueError(
                     f"ComplexLoRAConfig: alpha must be a positive number or None, got "
-                    f"{self.alpha!r}")
+                    f"{self.alpha!r}"
+                )
             self.alpha = float(self.alpha)
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) \
-                or not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"ComplexLoRAConfig: dropout must be in [0, 1), got "
-                             f"{self.dropout!r}")
+        if (
+            isinstance(self.dropout, bool)
+            or not isinstance(self.dropout, (int, float))
+            or not 0.0 <= self.dropout < 1.0
+        ):
+            raise ValueError(f"ComplexLoRAConfig: dropout must be in [0, 1), got {self.dropout!r}")
         self.dropout = float(self.dropout)
         tm = self.target_modules
         if isinstance(tm, str):
             try:
                 re.compile(tm)
             except re.error as e:
-                raise ValueError(f"ComplexLoRAConfig: target_modules {tm!r} is not a valid "
-                                 f"regular expression: {e}") from e
+                raise ValueError(
+                    f"ComplexLoRAConfig: target_modules {tm!r} is not a valid "
+                    f"regular expression: {e}"
+                ) from e
         else:
             if isinstance(tm, tuple):
                 tm = list(tm)
-            if not isinstance(tm, list) or not tm or not all(
-                    isinstance(s, str) and s for s in tm):
+            if not isinstance(tm, list) or not tm or not all(isinstance(s, str) and s for s in tm):
                 raise ValueError(
                     "ComplexLoRAConfig: target_modules must be a non-empty list of name "
-                    f"suffixes or a regex string, got {self.target_modules!r}")
+                    f"suffixes or a regex string, got {self.target_modules!r}"
+                )
             self.target_modules = tm
         _choice(self.init, "init", INITS)
         _choice(self.embedding_init, "embedding_init", INITS)
@@ -168,13 +176,17 @@ class ComplexLoRAConfig:
         _choice(self.whiten, "whiten", WHITEN_CHOICES)
         _choice(self.train_heads, "train_heads", TRAIN_HEADS)
         if self.layer_norm_eps is not None and not (
-                isinstance(self.layer_norm_eps, (int, float)) and self.layer_norm_eps > 0):
-            raise ValueError(f"ComplexLoRAConfig: layer_norm_eps must be > 0 or None, got "
-                             f"{self.layer_norm_eps!r}")
+            isinstance(self.layer_norm_eps, (int, float)) and self.layer_norm_eps > 0
+        ):
+            raise ValueError(
+                f"ComplexLoRAConfig: layer_norm_eps must be > 0 or None, got "
+                f"{self.layer_norm_eps!r}"
+            )
         for name in ("complex_bias", "train_norms", "add_mlm_head"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"ComplexLoRAConfig: {name} must be a bool, got "
-                                 f"{getattr(self, name)!r}")
+                raise ValueError(
+                    f"ComplexLoRAConfig: {name} must be a bool, got {getattr(self, name)!r}"
+                )
 
     # ------------------------------------------------------------------ derived
 
@@ -206,10 +218,13 @@ class ComplexLoRAConfig:
             hints = []
             for k in unknown:
                 close = difflib.get_close_matches(str(k), names, n=2, cutoff=0.5)
-                hints.append(f"{k!r}" + (f" (did you mean {' or '.join(map(repr, close))}?)"
-                                         if close else ""))
-            raise ValueError(f"ComplexLoRAConfig: unknown key(s) {', '.join(hints)}; allowed: "
-                             f"{', '.join(names)}")
+                hints.append(
+                    f"{k!r}"
+                    + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
+                )
+            raise ValueError(
+                f"ComplexLoRAConfig: unknown key(s) {', '.join(hints)}; allowed: {', '.join(names)}"
+            )
         return cls(**data)
 
     @classmethod

@@ -41,8 +41,10 @@ __all__ = ["MODEL_KINDS", "FinetuneConfig", "build_classifier", "finetune"]
 
 MODEL_KINDS = ("cmplxbert", "real", "real-lora")
 #: linear layers that get real LoRA adapters (the encoder's, as the complex adapters).
-REAL_LORA_TARGETS = r".*(query|key|value|attention\.output\.dense|intermediate\.dense|" \
-                    r"layer\.\d+\.output\.dense)"
+REAL_LORA_TARGETS = (
+    r".*(query|key|value|attention\.output\.dense|intermediate\.dense|"
+    r"layer\.\d+\.output\.dense)"
+)
 
 
 @dataclass
@@ -105,8 +107,9 @@ class FinetuneConfig:
         self.seeds = tuple(int(s) for s in self.seeds)
         bad = [m for m in self.models if m not in MODEL_KINDS]
         if bad or not self.models:
-            raise ValueError(f"unknown model kind(s) {bad or self.models}; allowed: "
-                             f"{', '.join(MODEL_KINDS)}")
+            raise ValueError(
+                f"unknown model kind(s) {bad or self.models}; allowed: {', '.join(MODEL_KINDS)}"
+            )
         if not self.seeds:
             raise ValueError("give at least one seed")
         for name in ("epochs", "batch_size", "rank"):
@@ -124,12 +127,16 @@ class FinetuneConfig:
 
 # ------------------------------------------------------------------------------- models
 def _base_of(model_path: str) -> str:
-    return read_cmplxbert_meta(model_path)["base"] if is_cmplxbert_dir(model_path) \
-        else model_path
+    return read_cmplxbert_meta(model_path)["base"] if is_cmplxbert_dir(model_path) else model_path
 
 
-def build_classifier(kind: str, model_path: str, num_labels: int, cfg: FinetuneConfig,
-                     real_lora_rank: int | None = None) -> nn.Module:
+def build_classifier(
+    kind: str,
+    model_path: str,
+    num_labels: int,
+    cfg: FinetuneConfig,
+    real_lora_rank: int | None = None,
+) -> nn.Module:
     """A classification model of ``kind`` with its trainable parameters set.
 
     - ``cmplxbert``: ``model_path`` is a CmplxBERT directory (``complexformer complexify``;
@@ -147,9 +154,12 @@ def build_classifier(kind: str, model_path: str, num_labels: int, cfg: FinetuneC
             model = load_cmplxbert(model_path, "classification", num_labels)[0]
         else:
             hf, _ = load_hf_bert(model_path, "classification", num_labels)
-            model = complexify(hf, ComplexLoRAConfig(r=cfg.rank,
-                                                     attention_score=cfg.attention_score,
-                                                     head_output=cfg.head_output))
+            model = complexify(
+                hf,
+                ComplexLoRAConfig(
+                    r=cfg.rank, attention_score=cfg.attention_score, head_output=cfg.head_output
+                ),
+            )
         model.classifier.base_layer.requires_grad_(True)  # new weights: they must learn
         return model
     hf, _ = load_hf_bert(_base_of(model_path), "classification", num_labels)
@@ -164,14 +174,17 @@ def build_classifier(kind: str, model_path: str, num_labels: int, cfg: FinetuneC
     raise ValueError(f"unknown model kind {kind!r}; allowed: {', '.join(MODEL_KINDS)}")
 
 
-def _match_real_lora_rank(model_path: str, num_labels: int, cfg: FinetuneConfig,
-                          target: int) -> int:
+def _match_real_lora_rank(
+    model_path: str, num_labels: int, cfg: FinetuneConfig, target: int
+) -> int:
     """The real LoRA rank whose trainable count is closest to ``target`` (counts are affine
     in the rank: measured at r = 1 and r = 2)."""
-    c1 = trainable_parameter_counts(build_classifier("real-lora", model_path, num_labels, cfg,
-                                                     1))[0]
-    c2 = trainable_parameter_counts(build_classifier("real-lora", model_path, num_labels, cfg,
-                                                     2))[0]
+    c1 = trainable_parameter_counts(build_classifier("real-lora", model_path, num_labels, cfg, 1))[
+        0
+    ]
+    c2 = trainable_parameter_counts(build_classifier("real-lora", model_path, num_labels, cfg, 2))[
+        0
+    ]
     return max(1, round((target - c1) / max(c2 - c1, 1)) + 1)
 
 
@@ -220,19 +233,20 @@ class MeanPooled(nn.Module):
 # ------------------------------------------------------------------------------- training
 def _batches(ids: list[list[int]], labels: list[int], order: list[int], bs: int, pad_id: int):
     for i in range(0, len(order), bs):
-        idx = order[i:i + bs]
+        idx = order[i : i + bs]
         t = max(len(ids[j]) for j in idx)
         x = torch.full((len(idx), t), pad_id, dtype=torch.long)
         mask = torch.zeros((len(idx), t), dtype=torch.long)
         for row, j in enumerate(idx):
-            x[row, :len(ids[j])] = torch.tensor(ids[j])
-            mask[row, :len(ids[j])] = 1
+            x[row, : len(ids[j])] = torch.tensor(ids[j])
+            mask[row, : len(ids[j])] = 1
         yield x, mask, torch.tensor([labels[j] for j in idx])
 
 
 @torch.no_grad()
-def predict(model: nn.Module, ids: list[list[int]], pad_id: int, device: torch.device,
-            batch_size: int = 64) -> list[int]:
+def predict(
+    model: nn.Module, ids: list[list[int]], pad_id: int, device: torch.device, batch_size: int = 64
+) -> list[int]:
     """Argmax class of every example."""
     was = model.training
     model.eval()
@@ -247,19 +261,32 @@ def predict(model: nn.Module, ids: list[list[int]], pad_id: int, device: torch.d
     return out
 
 
-def _train_one(model: nn.Module, data: dict[str, tuple[list, list]], cfg: FinetuneConfig,
-               seed: int, pad_id: int, device: torch.device, desc: str) -> dict[str, Any]:
+def _train_one(
+    model: nn.Module,
+    data: dict[str, tuple[list, list]],
+    cfg: FinetuneConfig,
+    seed: int,
+    pad_id: int,
+    device: torch.device,
+    desc: str,
+) -> dict[str, Any]:
     ids, labels = data["train"]
     steps_per_epoch = math.ceil(len(ids) / cfg.batch_size)
     total = steps_per_epoch * cfg.epochs
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr)
+    opt = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": cfg.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=cfg.lr,
+    )
     warm = int(round(cfg.warmup_frac * total))
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_factor(s, total, warm, 0.0, "linear"))
+        opt, lambda s: lr_factor(s, total, warm, 0.0, "linear")
+    )
     rng = random.Random(seed)
     model.train()
     losses: list[float] = []
@@ -269,8 +296,9 @@ def _train_one(model: nn.Module, data: dict[str, tuple[list, list]], cfg: Finetu
             order = list(range(len(ids)))
             rng.shuffle(order)
             for x, m, y in _batches(ids, labels, order, cfg.batch_size, pad_id):
-                out = model(input_ids=x.to(device), attention_mask=m.to(device),
-                            labels=y.to(device))
+                out = model(
+                    input_ids=x.to(device), attention_mask=m.to(device), labels=y.to(device)
+                )
                 opt.zero_grad(set_to_none=True)
                 out.loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -285,8 +313,10 @@ def _train_one(model: nn.Module, data: dict[str, tuple[list, list]], cfg: Finetu
     return {
         "validation": classification_metrics(data["validation"][1], val_pred),
         "test": classification_metrics(data["test"][1], test_pred),
-        "train_loss_first": losses[0], "train_loss_last": sum(losses[-10:]) / len(losses[-10:]),
-        "steps": total, "train_s": train_s,
+        "train_loss_first": losses[0],
+        "train_loss_last": sum(losses[-10:]) / len(losses[-10:]),
+        "steps": total,
+        "train_s": train_s,
         "test_predictions": test_pred,
     }
 
@@ -309,8 +339,12 @@ def _tokenize(tokenizer, task: ClassificationTask, cfg: FinetuneConfig):
     return data
 
 
-def finetune(model_path: str, cfg: FinetuneConfig, out_dir: str | Path,
-             log: Callable[[str], Any] | None = print) -> dict[str, Any]:
+def finetune(
+    model_path: str,
+    cfg: FinetuneConfig,
+    out_dir: str | Path,
+    log: Callable[[str], Any] | None = print,
+) -> dict[str, Any]:
     """Fine-tune every model kind of ``cfg.models`` once per seed and report mean ± std.
 
     Args:
@@ -335,8 +369,11 @@ def finetune(model_path: str, cfg: FinetuneConfig, out_dir: str | Path,
     threads = torch.get_num_threads()
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
-    device = torch.device("cuda" if cfg.device == "cuda" or (
-        cfg.device == "auto" and torch.cuda.is_available()) else "cpu")
+    device = torch.device(
+        "cuda"
+        if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+        else "cpu"
+    )
     try:
         task = load_classification_task(cfg.task, cfg.text_field, cfg.label_field)
         log(f"task {task.name}: {task.num_labels} classes, sizes {task.stats()}")
@@ -352,8 +389,10 @@ def finetune(model_path: str, cfg: FinetuneConfig, out_dir: str | Path,
             from .metrics import classification_metrics as cm
 
             top = task.labels.index(majority["label"])
-            majority = {"label": majority["label"],
-                        **cm(data["test"][1], [top] * len(data["test"][1]))}
+            majority = {
+                "label": majority["label"],
+                **cm(data["test"][1], [top] * len(data["test"][1])),
+            }
         log(f"majority class '{majority['label']}': test accuracy {majority['accuracy']:.3f}")
         runs: list[dict[str, Any]] = []
         counts: dict[str, int] = {}
@@ -371,34 +410,48 @@ def finetune(model_path: str, cfg: FinetuneConfig, out_dir: str | Path,
                     target = counts.get("cmplxbert")
                     if target is None:
                         torch.manual_seed(0)
-                        target = trainable_parameter_counts(build_classifier(
-                            "cmplxbert", model_path, task.num_labels, cfg))[0]
+                        target = trainable_parameter_counts(
+                            build_classifier("cmplxbert", model_path, task.num_labels, cfg)
+                        )[0]
                     real_rank = _match_real_lora_rank(model_path, task.num_labels, cfg, target)
                     log(f"real LoRA rank {real_rank} (matched to {target:,} trainable params)")
                 torch.manual_seed(seed)
-                model = build_classifier(kind, model_path, task.num_labels, cfg,
-                                         real_rank).to(device)
+                model = build_classifier(kind, model_path, task.num_labels, cfg, real_rank).to(
+                    device
+                )
                 if pooling == "mean":
                     model = MeanPooled(model)
                 trainable, total = trainable_parameter_counts(model)
                 counts[kind] = trainable
                 res = _train_one(model, data, cfg, seed, pad_id, device, f"{kind} s{seed}")
-                rec = {"model": kind, "seed": seed, "trainable_params": trainable,
-                       "all_params": total, **({"real_lora_rank": real_rank}
-                                               if kind == "real-lora" else {}), **res}
+                rec = {
+                    "model": kind,
+                    "seed": seed,
+                    "trainable_params": trainable,
+                    "all_params": total,
+                    **({"real_lora_rank": real_rank} if kind == "real-lora" else {}),
+                    **res,
+                }
                 write_json(path, rec)
                 runs.append(rec)
-                log(f"{kind} seed {seed}: test accuracy {res['test']['accuracy']:.4f}, macro-F1 "
+                log(
+                    f"{kind} seed {seed}: test accuracy {res['test']['accuracy']:.4f}, macro-F1 "
                     f"{res['test']['macro_f1']:.4f} ({trainable:,} trainable, "
-                    f"{res['train_s']:.0f} s)")
+                    f"{res['train_s']:.0f} s)"
+                )
                 del model
         summary = _summarise(runs, cfg.models)
-        payload = {"model": model_path, "config": asdict(cfg), "pooling": pooling,
-                   "task": task.name,
-                   "labels": task.labels, "sizes": {s: len(v[0]) for s, v in data.items()},
-                   "majority": majority, "summary": summary,
-                   "runs": [{k: v for k, v in r.items() if k != "test_predictions"}
-                            for r in runs]}
+        payload = {
+            "model": model_path,
+            "config": asdict(cfg),
+            "pooling": pooling,
+            "task": task.name,
+            "labels": task.labels,
+            "sizes": {s: len(v[0]) for s, v in data.items()},
+            "majority": majority,
+            "summary": summary,
+            "runs": [{k: v for k, v in r.items() if k != "test_predictions"} for r in runs],
+        }
         write_report(out, "finetune", payload, _markdown(payload))
         return payload
     finally:
@@ -413,30 +466,57 @@ def _summarise(runs: list[dict[str, Any]], kinds) -> dict[str, dict[str, Any]]:
             continue
         acc = mean_std([r["test"]["accuracy"] for r in rs])
         f1 = mean_std([r["test"]["macro_f1"] for r in rs])
-        out[kind] = {"n": len(rs), "accuracy_mean": acc[0], "accuracy_std": acc[1],
-                     "macro_f1_mean": f1[0], "macro_f1_std": f1[1],
-                     "trainable_params": rs[0]["trainable_params"],
-                     "train_s_mean": sum(r["train_s"] for r in rs) / len(rs)}
+        out[kind] = {
+            "n": len(rs),
+            "accuracy_mean": acc[0],
+            "accuracy_std": acc[1],
+            "macro_f1_mean": f1[0],
+            "macro_f1_std": f1[1],
+            "trainable_params": rs[0]["trainable_params"],
+            "train_s_mean": sum(r["train_s"] for r in rs) / len(rs),
+        }
     return out
 
 
 def _markdown(p: dict[str, Any]) -> str:
-    names = {"cmplxbert": "CmplxBERT-LoRA", "real": "real BERT (full fine-tuning)",
-             "real-lora": "real BERT + real LoRA"}
-    rows = [[names[k], s["n"], f"{s['trainable_params']:,}",
-             f"{s['accuracy_mean']:.4f} ± {s['accuracy_std']:.4f}",
-             f"{s['macro_f1_mean']:.4f} ± {s['macro_f1_std']:.4f}", f"{s['train_s_mean']:.0f}"]
-            for k, s in p["summary"].items()]
+    names = {
+        "cmplxbert": "CmplxBERT-LoRA",
+        "real": "real BERT (full fine-tuning)",
+        "real-lora": "real BERT + real LoRA",
+    }
+    rows = [
+        [
+            names[k],
+            s["n"],
+            f"{s['trainable_params']:,}",
+            f"{s['accuracy_mean']:.4f} ± {s['accuracy_std']:.4f}",
+            f"{s['macro_f1_mean']:.4f} ± {s['macro_f1_std']:.4f}",
+            f"{s['train_s_mean']:.0f}",
+        ]
+        for k, s in p["summary"].items()
+    ]
     m = p["majority"]
-    rows.append([f"majority class ({m['label']})", "-", "0", f"{m['accuracy']:.4f}",
-                 f"{m['macro_f1']:.4f}", "-"])
+    rows.append(
+        [
+            f"majority class ({m['label']})",
+            "-",
+            "0",
+            f"{m['accuracy']:.4f}",
+            f"{m['macro_f1']:.4f}",
+            "-",
+        ]
+    )
     c = p["config"]
-    head = (f"Fine-tuning on `{p['task']}` ({len(p['labels'])} classes; train/validation/test "
-            f"{p['sizes']['train']}/{p['sizes']['validation']}/{p['sizes']['test']}), "
-            f"{c['epochs']} epochs, lr {c['lr']:g}, batch {c['batch_size']}, max_len "
-            f"{c['max_len']}, {p['pooling']} pooling, seeds {list(c['seeds'])}; model "
-            f"`{p['model']}`.\n\n"
-            "Test accuracy and macro-F1: mean ± std over seeds.\n\n")
+    head = (
+        f"Fine-tuning on `{p['task']}` ({len(p['labels'])} classes; train/validation/test "
+        f"{p['sizes']['train']}/{p['sizes']['validation']}/{p['sizes']['test']}), "
+        f"{c['epochs']} epochs, lr {c['lr']:g}, batch {c['batch_size']}, max_len "
+        f"{c['max_len']}, {p['pooling']} pooling, seeds {list(c['seeds'])}; model "
+        f"`{p['model']}`.\n\n"
+        "Test accuracy and macro-F1: mean ± std over seeds.\n\n"
+    )
     return head + markdown_table(
-        ["model", "seeds", "trainable params", "accuracy", "macro-F1", "train s"], rows,
-        align="lrrrrr")
+        ["model", "seeds", "trainable params", "accuracy", "macro-F1", "train s"],
+        rows,
+        align="lrrrrr",
+    )

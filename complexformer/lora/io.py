@@ -49,10 +49,9 @@ def _is_base(name: str) -> bool:
 
 def adapter_state_dict(model: nn.Module) -> dict[str, Tensor]:
     """Name -> parameter for everything but the frozen real base weights (no copies)."""
-    return {name: p for name, p in model.named_parameters()
-            if p.requires_grad or not _is_base(name)}
-
-
+    return {
+        name: p for name, p in model.named_parameters() if p.requires_grad or not _is_base(name)
+    }
 
 
 def _model_config(model: nn.Module, config: ComplexLoRAConfig | None) -> ComplexLoRAConfig:
@@ -64,13 +63,18 @@ def _model_config(model: nn.Module, config: ComplexLoRAConfig | None) -> Complex
     for _, layer in complex_lora_layers(model):  # a plain module with LoRA layers inside
         if layer.r > 0:
             alpha = None if layer.alpha == layer.r else layer.alpha
-            return ComplexLoRAConfig(r=layer.r, alpha=alpha, init=layer.init,
-                                     complex_bias=getattr(layer, "bias_c", None) is not None)
+            return ComplexLoRAConfig(
+                r=layer.r,
+                alpha=alpha,
+                init=layer.init,
+                complex_bias=getattr(layer, "bias_c", None) is not None,
+            )
     raise ValueError("save_adapters: the model has no complex LoRA layer and no lora_config")
 
 
-def save_adapters(model: nn.Module, directory: str | os.PathLike,
-                  config: ComplexLoRAConfig | None = None) -> Path:
+def save_adapters(
+    model: nn.Module, directory: str | os.PathLike, config: ComplexLoRAConfig | None = None
+) -> Path:
     """Write the adapter state and config of ``model`` into ``directory``.
 
     Args:
@@ -86,16 +90,16 @@ def save_adapters(model: nn.Module, directory: str | os.PathLike,
 
     out = Path(directory)
     cfg = _model_config(model, config)
-    state = {k: v.detach().to("cpu").contiguous().clone()
-             for k, v in adapter_state_dict(model).items()}
+    state = {
+        k: v.detach().to("cpu").contiguous().clone() for k, v in adapter_state_dict(model).items()
+    }
     meta = {"format": _FORMAT, "version": 1, "lora": cfg.to_dict()}
     describe = getattr(model, "adapter_metadata", None)
     if callable(describe):
         meta["base_model"] = describe()
     with atomic_output(out / ADAPTER_WEIGHTS_NAME) as tmp:
         save_file(state, tmp, metadata={"format": "pt"})
-    atomic_write_text(out / ADAPTER_CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True)
-                      + "\n")
+    atomic_write_text(out / ADAPTER_CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return out
 
 
@@ -112,8 +116,9 @@ def _short(keys: list[str], n: int = 6) -> str:
     return ", ".join(keys[:n]) + more
 
 
-def load_adapters(model: nn.Module, directory: str | os.PathLike,
-                  strict: bool = True) -> LoadResult:
+def load_adapters(
+    model: nn.Module, directory: str | os.PathLike, strict: bool = True
+) -> LoadResult:
     """Load adapters written by :func:`save_adapters` into ``model`` (in place).
 
     Args:
@@ -139,18 +144,25 @@ def load_adapters(model: nn.Module, directory: str | os.PathLike,
     saved_cfg = ComplexLoRAConfig.from_dict(meta.get("lora", {}))
     model_cfg = getattr(model, "lora_config", None)
     if isinstance(model_cfg, ComplexLoRAConfig) and model_cfg.r != saved_cfg.r:
-        raise ValueError(f"load_adapters: the adapters in {d} have rank r={saved_cfg.r}, the "
-                         f"model has r={model_cfg.r}")
+        raise ValueError(
+            f"load_adapters: the adapters in {d} have rank r={saved_cfg.r}, the "
+            f"model has r={model_cfg.r}"
+        )
     state = load_file(str(wpath))
     own = adapter_state_dict(model)
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
     if strict and (missing or unexpected):
-        raise ValueError(f"load_adapters: adapter keys differ from the model's: missing "
-                         f"[{_short(missing)}], unexpected [{_short(unexpected)}]; "
-                         "pass strict=False to load the common keys")
-    bad = [f"{k}: file {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
-           for k in own if k in state and state[k].shape != own[k].shape]
+        raise ValueError(
+            f"load_adapters: adapter keys differ from the model's: missing "
+            f"[{_short(missing)}], unexpected [{_short(unexpected)}]; "
+            "pass strict=False to load the common keys"
+        )
+    bad = [
+        f"{k}: file {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
+        for k in own
+        if k in state and state[k].shape != own[k].shape
+    ]
     if bad:
         raise ValueError(f"load_adapters: shape mismatch for {_short(bad, 4)}")
     merged = [m for _, m in complex_lora_layers(model) if m.merged]
@@ -180,10 +192,10 @@ def print_trainable_parameters(model: nn.Module) -> str:
     """Print (and return) a peft-like line: trainable params, all params, trainable %."""
     t, a = trainable_parameter_counts(model)
     name = getattr(model, "name", None)
-    line = (f"trainable params: {t:,} || all params: {a:,} || trainable%: "
-            f"{100.0 * t / max(a, 1):.4f}")
+    line = (
+        f"trainable params: {t:,} || all params: {a:,} || trainable%: {100.0 * t / max(a, 1):.4f}"
+    )
     if isinstance(name, str):
         line = f"{name}: {line}"
     print(line)
     return line
-

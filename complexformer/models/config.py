@@ -146,13 +146,26 @@ PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(n_layer=4, n_head=4, d_model=128, d_ff=512, max_seq_len=256, dropout=0.0),
     # Appendix A of the ComplexFormer paper; vocabulary of the GPT-2 tokenizer.
     "paper": dict(
-        n_layer=8, n_head=8, d_model=512, d_ff=1024, dropout=0.1, max_seq_len=1024,
-        vocab_size=50257, tie_embeddings=False,
+        n_layer=8,
+        n_head=8,
+        d_model=512,
+        d_ff=1024,
+        dropout=0.1,
+        max_seq_len=1024,
+        vocab_size=50257,
+        tie_embeddings=False,
     ),
     # GPT-2 small (Radford et al. 2019): 124M parameters with learned positions.
     "gpt2": dict(
-        n_layer=12, n_head=12, d_model=768, d_ff=3072, dropout=0.1, max_seq_len=1024,
-        vocab_size=50257, pos_scheme="learned", tie_embeddings=True,
+        n_layer=12,
+        n_head=12,
+        d_model=768,
+        d_ff=3072,
+        dropout=0.1,
+        max_seq_len=1024,
+        vocab_size=50257,
+        pos_scheme="learned",
+        tie_embeddings=True,
     ),
 }
 
@@ -162,5 +175,3 @@ def preset_config(name: str, **overrides: Any) -> GPTConfig:
     if name not in PRESETS:
         raise unknown_key_error(name, list(PRESETS), "preset")
     return GPTConfig.from_dict({**PRESETS[name], **overrides})
-
-

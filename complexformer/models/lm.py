@@ -78,9 +78,15 @@ class Block(nn.Module):
         self.pre_norm = cfg.norm == "pre"
         self.ln1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
         self.attn = CausalSelfAttention(
-            cfg.d_model, cfg.n_head, cfg.pos_scheme, dropout=cfg.dropout,
-            omega_schedule=cfg.omega_schedule, rope_base=cfg.rope_base, bias=cfg.bias,
-            delta_init_std=cfg.delta_init_std, pcl=cfg.pcl,
+            cfg.d_model,
+            cfg.n_head,
+            cfg.pos_scheme,
+            dropout=cfg.dropout,
+            omega_schedule=cfg.omega_schedule,
+            rope_base=cfg.rope_base,
+            bias=cfg.bias,
+            delta_init_std=cfg.delta_init_std,
+            pcl=cfg.pcl,
         )
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
         self.mlp = MLP(cfg)
@@ -123,7 +129,8 @@ class ComplexFormerLM(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = (
             nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
-            if cfg.norm == "pre" else nn.Identity()
+            if cfg.norm == "pre"
+            else nn.Identity()
         )
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.apply(self._init_weights)

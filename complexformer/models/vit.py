@@ -82,13 +82,19 @@ class ViT(nn.Module):
         activation: str | nn.Module = "gelu",
     ) -> None:
         super().__init__()
-        for name, v in (("image_size", image_size), ("patch_size", patch_size),
-                        ("in_channels", in_channels), ("dim", dim), ("depth", depth),
-                        ("heads", heads)):
+        for name, v in (
+            ("image_size", image_size),
+            ("patch_size", patch_size),
+            ("in_channels", in_channels),
+            ("dim", dim),
+            ("depth", depth),
+            ("heads", heads),
+        ):
             check_positive_int(v, name, "ViT")
         if image_size % patch_size:
-            raise ValueError(f"ViT: image_size={image_size} is not divisible by "
-                             f"patch_size={patch_size}")
+            raise ValueError(
+                f"ViT: image_size={image_size} is not divisible by patch_size={patch_size}"
+            )
         if dim % heads:
             raise ValueError(f"ViT: dim={dim} is not divisible by heads={heads}")
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
@@ -110,9 +116,18 @@ class ViT(nn.Module):
             rotary = RotaryEmbedding(dim // heads)
         self.drop = Dropout(dropout)
         self.blocks = nn.ModuleList(
-            TransformerEncoderLayer(dim, heads, mlp_dim or 4 * dim, dropout, activation,
-                                    layer_norm_eps, norm_first=True, score=score, rotary=rotary,
-                                    whiten=whiten)
+            TransformerEncoderLayer(
+                dim,
+                heads,
+                mlp_dim or 4 * dim,
+                dropout,
+                activation,
+                layer_norm_eps,
+                norm_first=True,
+                score=score,
+                rotary=rotary,
+                whiten=whiten,
+            )
             for _ in range(depth)
         )
         self.norm = LayerNorm(dim, eps=layer_norm_eps, whiten=whiten)
@@ -130,8 +145,10 @@ class ViT(nn.Module):
         x = lift_complex(x, "images", "ViT")
         expected = (self.in_channels, self.image_size, self.image_size)
         if x.dim() != 4 or tuple(x.shape[1:]) != expected:
-            raise ValueError(f"ViT: images must have shape (B, {expected[0]}, {expected[1]}, "
-                             f"{expected[2]}), got {tuple(x.shape)}")
+            raise ValueError(
+                f"ViT: images must have shape (B, {expected[0]}, {expected[1]}, "
+                f"{expected[2]}), got {tuple(x.shape)}"
+            )
         tokens = self.patch_embed(self.patchify(x))  # (B, N, dim)
         cls = torch.view_as_complex(self.cls_token).to(tokens.dtype)
         z = torch.cat([cls.expand(x.shape[0], -1, -1), tokens], dim=1)  # (B, N + 1, dim)

@@ -56,8 +56,10 @@ class ModReLU(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         x = require_complex(x, "input", "ModReLU")
         if self.bias.dim() and x.shape[-1] != self.bias.shape[0]:
-            raise ValueError(f"ModReLU: last dimension of the input is {x.shape[-1]}, expected "
-                             f"num_features={self.bias.shape[0]}")
+            raise ValueError(
+                f"ModReLU: last dimension of the input is {x.shape[-1]}, expected "
+                f"num_features={self.bias.shape[0]}"
+            )
         return CF.modrelu(x, self.bias.to(x.real.dtype))
 
 
@@ -90,8 +92,13 @@ class ComplexSoftmax(nn.Module):
         return f"score={self.score!r}"
 
 
-_ACTIVATIONS = {"gelu": CGELU, "relu": CReLU, "modrelu": ModReLU, "zrelu": ZReLU,
-                "cardioid": Cardioid}
+_ACTIVATIONS = {
+    "gelu": CGELU,
+    "relu": CReLU,
+    "modrelu": ModReLU,
+    "zrelu": ZReLU,
+    "cardioid": Cardioid,
+}
 
 
 def get_activation(activation: str | nn.Module) -> nn.Module:

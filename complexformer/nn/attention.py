@@ -71,8 +71,10 @@ class MultiheadAttention(nn.Module):
         self.d_model = check_positive_int(d_model, "d_model", where)
         if d_k is None:
             if d_model % n_heads:
-                raise ValueError(f"{where}: d_model={d_model} is not divisible by "
-                                 f"n_heads={n_heads}; pass d_k explicitly")
+                raise ValueError(
+                    f"{where}: d_model={d_model} is not divisible by "
+                    f"n_heads={n_heads}; pass d_k explicitly"
+                )
             d_k = d_model // n_heads
         self.d_k = check_positive_int(d_k, "d_k", where)
         self.d_v = check_positive_int(d_v if d_v is not None else d_k, "d_v", where)
@@ -84,8 +86,10 @@ class MultiheadAttention(nn.Module):
         self.score = check_choice(score, "score", CF.SCORES, where)
         if rotary is not None:
             if not isinstance(rotary, RotaryEmbedding):
-                raise ValueError(f"{where}: rotary must be a RotaryEmbedding or None, got "
-                                 f"{type(rotary).__name__}")
+                raise ValueError(
+                    f"{where}: rotary must be a RotaryEmbedding or None, got "
+                    f"{type(rotary).__name__}"
+                )
             if rotary.dim != self.d_k:
                 raise ValueError(f"{where}: rotary.dim={rotary.dim} must equal d_k={self.d_k}")
         self.rotary = rotary
@@ -118,22 +122,33 @@ class MultiheadAttention(nn.Module):
         for name, t in (("query", query), ("key", key), ("value", value)):
             require_complex(t, name, where)
             if t.dim() != 3:
-                raise ValueError(f"{where}: {name} must be 3-D (B, T, E) (or (T, B, E) with "
-                                 f"batch_first=False), got shape {tuple(t.shape)}")
+                raise ValueError(
+                    f"{where}: {name} must be 3-D (B, T, E) (or (T, B, E) with "
+                    f"batch_first=False), got shape {tuple(t.shape)}"
+                )
         if not query.dtype == key.dtype == value.dtype:
-            raise ValueError(f"{where}: query, key and value must share a dtype, got "
-                             f"{query.dtype}, {key.dtype}, {value.dtype}")
-        for name, t, e in (("query", query, self.d_model), ("key", key, self.kdim),
-                           ("value", value, self.vdim)):
+            raise ValueError(
+                f"{where}: query, key and value must share a dtype, got "
+                f"{query.dtype}, {key.dtype}, {value.dtype}"
+            )
+        for name, t, e in (
+            ("query", query, self.d_model),
+            ("key", key, self.kdim),
+            ("value", value, self.vdim),
+        ):
             if t.shape[-1] != e:
-                raise ValueError(f"{where}: last dimension of {name} is {t.shape[-1]}, "
-                                 f"expected {e}")
+                raise ValueError(
+                    f"{where}: last dimension of {name} is {t.shape[-1]}, expected {e}"
+                )
         if not query.shape[0] == key.shape[0] == value.shape[0]:
-            raise ValueError(f"{where}: batch sizes differ: query {tuple(query.shape)}, key "
-                             f"{tuple(key.shape)}, value {tuple(value.shape)}")
+            raise ValueError(
+                f"{where}: batch sizes differ: query {tuple(query.shape)}, key "
+                f"{tuple(key.shape)}, value {tuple(value.shape)}"
+            )
         if key.shape[1] != value.shape[1]:
-            raise ValueError(f"{where}: key and value lengths differ: {key.shape[1]} vs "
-                             f"{value.shape[1]}")
+            raise ValueError(
+                f"{where}: key and value lengths differ: {key.shape[1]} vs {value.shape[1]}"
+            )
 
     # ------------------------------------------------------------------ forward
 
@@ -179,8 +194,10 @@ class MultiheadAttention(nn.Module):
         static = isinstance(cache, StaticKVCache)
         growing = isinstance(cache, LayerKVCache)
         if cache is not None and not (static or growing):
-            raise ValueError("MultiheadAttention: cache must be a LayerKVCache, a StaticKVCache "
-                             f"or None, got {type(cache).__name__}")
+            raise ValueError(
+                "MultiheadAttention: cache must be a LayerKVCache, a StaticKVCache "
+                f"or None, got {type(cache).__name__}"
+            )
         past = cache.length if growing else 0
         q_pos = past if offset is None else offset
         reuse = static and cache.filled
@@ -202,11 +219,25 @@ class MultiheadAttention(nn.Module):
         elif static and not reuse:
             cache.set(k, v)
         b, t_q, t_k = q.shape[0], q.shape[2], k.shape[2]
-        bias = CF.attention_bias(attn_mask, key_padding_mask, batch=b, heads=self.n_heads,
-                                 t_q=t_q, t_k=t_k, dtype=real_dtype(q))
+        bias = CF.attention_bias(
+            attn_mask,
+            key_padding_mask,
+            batch=b,
+            heads=self.n_heads,
+            t_q=t_q,
+            t_k=t_k,
+            dtype=real_dtype(q),
+        )
         out, weights = CF.scaled_dot_product_attention(
-            q, k, v, score=self.score, bias=bias, is_causal=is_causal, q_offset=q_pos,
-            scale=1.0 / math.sqrt(self.d_k), dropout_p=self.dropout if self.training else 0.0,
+            q,
+            k,
+            v,
+            score=self.score,
+            bias=bias,
+            is_causal=is_causal,
+            q_offset=q_pos,
+            scale=1.0 / math.sqrt(self.d_k),
+            dropout_p=self.dropout if self.training else 0.0,
             need_weights=need_weights,
         )  # (B, H, Tq, d_v)
         out = out.transpose(1, 2).reshape(b, t_q, self.n_heads * self.d_v)
@@ -216,6 +247,7 @@ class MultiheadAttention(nn.Module):
         return (out, weights) if need_weights else out
 
     def extra_repr(self) -> str:
-        return (f"n_heads={self.n_heads}, d_model={self.d_model}, d_k={self.d_k}, "
-                f"d_v={self.d_v}, score={self.score!r}, dropout={self.dropout}")
-
+        return (
+            f"n_heads={self.n_heads}, d_model={self.d_model}, d_k={self.d_k}, "
+            f"d_v={self.d_v}, score={self.score!r}, dropout={self.dropout}"
+        )

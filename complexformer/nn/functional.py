@@ -108,8 +108,9 @@ def affine_2x2(yr: Tensor, yi: Tensor, weight: Tensor | None, bias: Tensor | Non
     return torch.complex(yr, yi)
 
 
-def _affine_2x2_interleaved(y: Tensor, weight: Tensor | None, bias: Tensor | None,
-                            inplace: bool = False) -> Tensor:
+def _affine_2x2_interleaved(
+    y: Tensor, weight: Tensor | None, bias: Tensor | None, inplace: bool = False
+) -> Tensor:
     """:func:`affine_2x2` on the interleaved real view y (..., *F, 2); returns complex.
 
     ``inplace`` overwrites y (only where no gradient is recorded).
@@ -120,8 +121,11 @@ def _affine_2x2_interleaved(y: Tensor, weight: Tensor | None, bias: Tensor | Non
         wo = torch.diagonal(w.flip(-1), dim1=-2, dim2=-1)  # (*F, 2): (w_ri, w_ir)
         yf = y.flip(-1)  # (Im, Re)
         dst = {"out": y} if inplace else {}
-        out = torch.mul(y, wd, **dst) if bias is None \
+        out = (
+            torch.mul(y, wd, **dst)
+            if bias is None
             else torch.addcmul(bias.to(y.dtype), y, wd, **dst)
+        )
         out = out.addcmul_(yf, wo)  # Re += w_ri Im, Im += w_ir Re
     elif bias is not None:
         out = y + bias.to(y.dtype)
@@ -177,8 +181,7 @@ def layer_norm(
         var = (c * c).sum(rdims + (-1,), keepdim=True) / n  # E|z - mean|^2: (..., 1..., 1)
         inv = torch.rsqrt(var + eps)
         inplace = not torch.is_grad_enabled()  # inference: no fresh (..., *F, 2) buffers
-        return _affine_2x2_interleaved(c.mul_(inv) if inplace else c * inv, weight, bias,
-                                       inplace)
+        return _affine_2x2_interleaved(c.mul_(inv) if inplace else c * inv, weight, bias, inplace)
     xr, xi = x.real, x.imag
     cr = xr - xr.mean(dims, keepdim=True)  # (..., *F)
     ci = xi - xi.mean(dims, keepdim=True)
@@ -586,8 +589,16 @@ def scaled_dot_product_attention(
         kr, vr = as_real_interleaved(k), as_real_interleaved(v)  # (B, H, Tk, 2 d_k / 2 d_v)
 
         def fused(qq: Tensor) -> Tensor:  # softmax(Re(qq K^H) scale + bias) V: one real SDPA
-            out = _real_sdpa(as_real_interleaved(qq), kr, vr, is_causal=is_causal,
-                             q_offset=q_offset, scale=scale, bias=bias, dropout_p=dropout_p)
+            out = _real_sdpa(
+                as_real_interleaved(qq),
+                kr,
+                vr,
+                is_causal=is_causal,
+                q_offset=q_offset,
+                scale=scale,
+                bias=bias,
+                dropout_p=dropout_p,
+            )
             return as_complex_interleaved(out)  # (B, H, Tq, d_v)
 
         out = fused(q)
@@ -606,7 +617,8 @@ def scaled_dot_product_attention(
     if score == "real":  # only Re S is needed: one real GEMM on 2 d_k features
         weights = _masked_softmax((as_real_interleaved(q) * scale) @ kt, bias)  # (B, H, Tq, Tk)
         return as_complex_interleaved(drop(weights).to(vr.dtype) @ vr), (
-            weights if need_weights else None)
+            weights if need_weights else None
+        )
     # Re S and Im S = Re((-j q) conj k) from ONE real GEMM of the stacked [q; -j q] with k
     qs = torch.view_as_real(q) * scale  # (B, H, Tq, d_k, 2): scaled (Re q, Im q)
     rot = torch.stack((qs[..., 1], -qs[..., 0]), -1)  # -j q = Im q - j Re q, scaled
@@ -623,8 +635,9 @@ def scaled_dot_product_attention(
             out = as_complex_interleaved(drop(a).to(vr.dtype) @ vr)
             return out, (a if need_weights else None)
         # phase: a S/|S| = (a/|S|) (Re S + j Im S); one dropout mask for both parts
-        weights = torch.complex(ri[..., 0, :, :] * sc, ri[..., 1, :, :] * sc) if need_weights \
-            else None
+        weights = (
+            torch.complex(ri[..., 0, :, :] * sc, ri[..., 1, :, :] * sc) if need_weights else None
+        )
         w = ri * drop(sc).unsqueeze(-3)  # (B, H, 2, Tq, Tk)
     # complex weights (w_re + j w_im) V = w_re V + j (w_im V): ONE real GEMM on stacked rows
     o = (w.to(vr.dtype).flatten(-3, -2) @ vr).unflatten(-2, (2, t_q))  # (B, H, 2, Tq, 2d_v)

@@ -59,7 +59,7 @@ def trabelsi_(
     shape, dev = weight.shape[:-1], weight.device
     u = torch.rand(shape, generator=generator, device=dev, dtype=torch.float64)
     modulus = sigma * torch.sqrt(-2.0 * torch.log1p(-u))  # inverse CDF of Rayleigh(sigma)
-    phase = (torch.rand(shape, generator=generator, device=dev, dtype=torch.float64) * 2 - 1)
+    phase = torch.rand(shape, generator=generator, device=dev, dtype=torch.float64) * 2 - 1
     phase = phase * math.pi
     weight[..., 0].copy_(modulus * torch.cos(phase))
     weight[..., 1].copy_(modulus * torch.sin(phase))

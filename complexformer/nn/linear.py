@@ -51,8 +51,9 @@ class Linear(nn.Module):
         self.init = check_choice(init, "init", ("glorot", "he"), "Linear")
         dtype = _real_param_dtype(dtype)
         self.in_features, self.out_features = in_features, out_features
-        self.weight = nn.Parameter(torch.empty(out_features, in_features, 2, device=device,
-                                               dtype=dtype))  # (out, in, 2)
+        self.weight = nn.Parameter(
+            torch.empty(out_features, in_features, 2, device=device, dtype=dtype)
+        )  # (out, in, 2)
         if bias:
             self.bias = nn.Parameter(torch.empty(out_features, 2, device=device, dtype=dtype))
         else:
@@ -79,8 +80,10 @@ class Linear(nn.Module):
         return CF.complex_linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}, init={self.init!r}")
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}, init={self.init!r}"
+        )
 
 
 class Embedding(nn.Module):
@@ -116,8 +119,11 @@ class Embedding(nn.Module):
             padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = padding_idx
-        self.weight = nn.Parameter(torch.empty(num_embeddings, embedding_dim, 2, device=device,
-                                               dtype=_real_param_dtype(dtype)))
+        self.weight = nn.Parameter(
+            torch.empty(
+                num_embeddings, embedding_dim, 2, device=device, dtype=_real_param_dtype(dtype)
+            )
+        )
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -32,9 +32,9 @@ def _as_shape(normalized_shape, where: str) -> tuple[int, ...]:
 
 def _check_input(x: Tensor, shape: tuple[int, ...], where: str) -> Tensor:
     x = lift_complex(x, "input", where)
-    if tuple(x.shape[-len(shape):]) != shape:
+    if tuple(x.shape[-len(shape) :]) != shape:
         raise ValueError(
-            f"{where}: the trailing dims of the input are {tuple(x.shape[-len(shape):])}, "
+            f"{where}: the trailing dims of the input are {tuple(x.shape[-len(shape) :])}, "
             f"expected normalized_shape={shape}"
         )
     return x
@@ -105,9 +105,14 @@ class LayerNorm(nn.Module):
     def from_real(cls, ln: nn.LayerNorm, whiten: str = "scalar") -> LayerNorm:
         """A complex LayerNorm that equals ``ln`` on real inputs (gamma -> diag, beta -> Re)."""
         affine = ln.weight is not None
-        out = cls(ln.normalized_shape, eps=ln.eps, elementwise_affine=affine, whiten=whiten,
-                  device=ln.weight.device if affine else None,
-                  dtype=ln.weight.dtype if affine else None)
+        out = cls(
+            ln.normalized_shape,
+            eps=ln.eps,
+            elementwise_affine=affine,
+            whiten=whiten,
+            device=ln.weight.device if affine else None,
+            dtype=ln.weight.dtype if affine else None,
+        )
         if affine:
             with torch.no_grad():
                 out.weight.zero_()
@@ -119,12 +124,15 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x = _check_input(x, self.normalized_shape, "LayerNorm")
-        return CF.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps,
-                             self.whiten)
+        return CF.layer_norm(
+            x, self.normalized_shape, self.weight, self.bias, self.eps, self.whiten
+        )
 
     def extra_repr(self) -> str:
-        return (f"{self.normalized_shape}, eps={self.eps}, whiten={self.whiten!r}, "
-                f"elementwise_affine={self.elementwise_affine}")
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, whiten={self.whiten!r}, "
+            f"elementwise_affine={self.elementwise_affine}"
+        )
 
 
 class RMSNorm(nn.Module):
@@ -153,8 +161,9 @@ class RMSNorm(nn.Module):
         self.eps = float(eps)
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = nn.Parameter(torch.empty(*self.normalized_shape, 2, 2, device=device,
-                                                   dtype=dtype))
+            self.weight = nn.Parameter(
+                torch.empty(*self.normalized_shape, 2, 2, device=device, dtype=dtype)
+            )
         else:
             self.register_parameter("weight", None)
         self.reset_parameters()

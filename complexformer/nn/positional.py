@@ -186,9 +186,11 @@ class LearnedPositionalEmbedding(nn.Module):
         offset = _check_offset(offset, "LearnedPositionalEmbedding")
         t = x.shape[-2]
         if offset + t > self.max_len:
-            raise ValueError(f"LearnedPositionalEmbedding: positions {offset}..{offset + t - 1} "
-                             f"exceed max_len={self.max_len}")
-        p = torch.view_as_complex(self.weight[offset:offset + t])  # (T, dim)
+            raise ValueError(
+                f"LearnedPositionalEmbedding: positions {offset}..{offset + t - 1} "
+                f"exceed max_len={self.max_len}"
+            )
+        p = torch.view_as_complex(self.weight[offset : offset + t])  # (T, dim)
         return x + p.to(x.dtype)
 
     def extra_repr(self) -> str:

@@ -103,8 +103,9 @@ class TransformerEncoderLayer(nn.Module):
     ) -> None:
         super().__init__()
         d_head = _head_dim(d_model, nhead, "TransformerEncoderLayer")
-        self.self_attn = MultiheadAttention(nhead, d_model, d_head, d_head, dropout=dropout,
-                                            rotary=rotary, score=score, bias=bias)
+        self.self_attn = MultiheadAttention(
+            nhead, d_model, d_head, d_head, dropout=dropout, rotary=rotary, score=score, bias=bias
+        )
         self.ffn = _FeedForward(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, whiten=whiten)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, whiten=whiten)
@@ -156,10 +157,12 @@ class TransformerDecoderLayer(nn.Module):
     ) -> None:
         super().__init__()
         d_head = _head_dim(d_model, nhead, "TransformerDecoderLayer")
-        self.self_attn = MultiheadAttention(nhead, d_model, d_head, d_head, dropout=dropout,
-                                            rotary=rotary, score=score, bias=bias)
-        self.cross_attn = MultiheadAttention(nhead, d_model, d_head, d_head, dropout=dropout,
-                                             score=score, bias=bias)
+        self.self_attn = MultiheadAttention(
+            nhead, d_model, d_head, d_head, dropout=dropout, rotary=rotary, score=score, bias=bias
+        )
+        self.cross_attn = MultiheadAttention(
+            nhead, d_model, d_head, d_head, dropout=dropout, score=score, bias=bias
+        )
         self.ffn = _FeedForward(d_model, dim_feedforward, dropout, activation, bias)
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, whiten=whiten)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, whiten=whiten)
@@ -189,14 +192,30 @@ class TransformerDecoderLayer(nn.Module):
         c_self, c_cross = cache if cache is not None else (None, None)
 
         def sa(y: Tensor) -> Tensor:
-            return self.dropout1(self.self_attn(
-                y, y, y, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
-                is_causal=tgt_is_causal, cache=c_self))
+            return self.dropout1(
+                self.self_attn(
+                    y,
+                    y,
+                    y,
+                    attn_mask=tgt_mask,
+                    key_padding_mask=tgt_key_padding_mask,
+                    is_causal=tgt_is_causal,
+                    cache=c_self,
+                )
+            )
 
         def ca(y: Tensor) -> Tensor:
-            return self.dropout2(self.cross_attn(
-                y, m, m, attn_mask=memory_mask, key_padding_mask=memory_key_padding_mask,
-                is_causal=memory_is_causal, cache=c_cross))
+            return self.dropout2(
+                self.cross_attn(
+                    y,
+                    m,
+                    m,
+                    attn_mask=memory_mask,
+                    key_padding_mask=memory_key_padding_mask,
+                    is_causal=memory_is_causal,
+                    cache=c_cross,
+                )
+            )
 
         if self.norm_first:
             x = x + sa(self.norm1(x))
@@ -217,14 +236,20 @@ def _clones(layer: nn.Module, n: int) -> nn.ModuleList:
 class TransformerEncoder(nn.Module):
     """A stack of ``num_layers`` deep copies of ``encoder_layer`` and an optional final norm."""
 
-    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int,
-                 norm: nn.Module | None = None) -> None:
+    def __init__(
+        self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: nn.Module | None = None
+    ) -> None:
         super().__init__()
         self.layers = _clones(encoder_layer, num_layers)
         self.num_layers, self.norm = num_layers, norm
 
-    def forward(self, src: Tensor, mask: Tensor | None = None,
-                src_key_padding_mask: Tensor | None = None, is_causal: bool = False) -> Tensor:
+    def forward(
+        self,
+        src: Tensor,
+        mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+    ) -> Tensor:
         x = src
         for layer in self.layers:
             x = layer(x, mask, src_key_padding_mask, is_causal)
@@ -234,8 +259,9 @@ class TransformerEncoder(nn.Module):
 class TransformerDecoder(nn.Module):
     """A stack of ``num_layers`` deep copies of ``decoder_layer`` and an optional final norm."""
 
-    def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int,
-                 norm: nn.Module | None = None) -> None:
+    def __init__(
+        self, decoder_layer: TransformerDecoderLayer, num_layers: int, norm: nn.Module | None = None
+    ) -> None:
         super().__init__()
         self.layers = _clones(decoder_layer, num_layers)
         self.num_layers, self.norm = num_layers, norm
@@ -256,13 +282,23 @@ class TransformerDecoder(nn.Module):
         cache: DecoderCache | None = None,
     ) -> Tensor:
         if cache is not None and len(cache) != self.num_layers:
-            raise ValueError(f"TransformerDecoder: cache has {len(cache)} layers, expected "
-                             f"{self.num_layers}")
+            raise ValueError(
+                f"TransformerDecoder: cache has {len(cache)} layers, expected {self.num_layers}"
+            )
         x = tgt
         for i, layer in enumerate(self.layers):
             c = (cache.self_attn[i], cache.cross_attn[i]) if cache is not None else None
-            x = layer(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                      memory_key_padding_mask, tgt_is_causal, memory_is_causal, cache=c)
+            x = layer(
+                x,
+                memory,
+                tgt_mask,
+                memory_mask,
+                tgt_key_padding_mask,
+                memory_key_padding_mask,
+                tgt_is_causal,
+                memory_is_causal,
+                cache=c,
+            )
         return self.norm(x) if self.norm is not None else x
 
 
@@ -309,8 +345,10 @@ class Transformer(nn.Module):
         elif pos_encoding == "rotary":
             rotary = RotaryEmbedding(d_head)
         elif pos_encoding == "sinusoidal":
-            self.src_pos, self.tgt_pos = (SinusoidalPositionalEncoding(d_model),
-                                          SinusoidalPositionalEncoding(d_model))
+            self.src_pos, self.tgt_pos = (
+                SinusoidalPositionalEncoding(d_model),
+                SinusoidalPositionalEncoding(d_model),
+            )
         elif pos_encoding == "cope":
             self.src_pos, self.tgt_pos = CoPE(d_model), CoPE(d_model)
         elif pos_encoding == "learned":
@@ -319,25 +357,45 @@ class Transformer(nn.Module):
             self.src_pos = LearnedPositionalEmbedding(max_len, d_model)
             self.tgt_pos = LearnedPositionalEmbedding(max_len, d_model)
         elif pos_encoding is not None:
-            raise ValueError(f"Transformer: unknown pos_encoding {pos_encoding!r}; allowed: "
-                             f"{', '.join(map(repr, POS_ENCODINGS))} or an nn.Module")
-        kw = dict(dim_feedforward=dim_feedforward, dropout=dropout, activation=activation,
-                  layer_norm_eps=layer_norm_eps, batch_first=True, norm_first=norm_first,
-                  score=score, rotary=rotary, whiten=whiten, bias=bias)
+            raise ValueError(
+                f"Transformer: unknown pos_encoding {pos_encoding!r}; allowed: "
+                f"{', '.join(map(repr, POS_ENCODINGS))} or an nn.Module"
+            )
+        kw = dict(
+            dim_feedforward=dim_feedforward,
+            dropout=dropout,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
+            batch_first=True,
+            norm_first=norm_first,
+            score=score,
+            rotary=rotary,
+            whiten=whiten,
+            bias=bias,
+        )
         self.encoder = TransformerEncoder(
-            TransformerEncoderLayer(d_model, nhead, **kw), num_encoder_layers,
-            LayerNorm(d_model, eps=layer_norm_eps, whiten=whiten))
+            TransformerEncoderLayer(d_model, nhead, **kw),
+            num_encoder_layers,
+            LayerNorm(d_model, eps=layer_norm_eps, whiten=whiten),
+        )
         self.decoder = TransformerDecoder(
-            TransformerDecoderLayer(d_model, nhead, **kw), num_decoder_layers,
-            LayerNorm(d_model, eps=layer_norm_eps, whiten=whiten))
+            TransformerDecoderLayer(d_model, nhead, **kw),
+            num_decoder_layers,
+            LayerNorm(d_model, eps=layer_norm_eps, whiten=whiten),
+        )
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
 
     def new_cache(self) -> DecoderCache:
         """An empty :class:`DecoderCache` for :meth:`decode`."""
         return self.decoder.new_cache()
 
-    def encode(self, src: Tensor, src_mask: Tensor | None = None,
-               src_key_padding_mask: Tensor | None = None, src_is_causal: bool = False) -> Tensor:
+    def encode(
+        self,
+        src: Tensor,
+        src_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        src_is_causal: bool = False,
+    ) -> Tensor:
         """Encoder output ("memory"), (B, S, d_model), batch-first like ``src``."""
         x = src if self.batch_first else src.transpose(0, 1)
         if self.src_pos is not None:
@@ -362,8 +420,17 @@ class Transformer(nn.Module):
         m = memory if self.batch_first else memory.transpose(0, 1)
         if self.tgt_pos is not None:
             x = self.tgt_pos(x, offset=cache.offset if cache is not None else 0)
-        y = self.decoder(x, m, tgt_mask, memory_mask, tgt_key_padding_mask,
-                         memory_key_padding_mask, tgt_is_causal, memory_is_causal, cache)
+        y = self.decoder(
+            x,
+            m,
+            tgt_mask,
+            memory_mask,
+            tgt_key_padding_mask,
+            memory_key_padding_mask,
+            tgt_is_causal,
+            memory_is_causal,
+            cache,
+        )
         return y if self.batch_first else y.transpose(0, 1)
 
     def forward(
@@ -381,5 +448,13 @@ class Transformer(nn.Module):
         memory_is_causal: bool = False,
     ) -> Tensor:
         memory = self.encode(src, src_mask, src_key_padding_mask, src_is_causal)
-        return self.decode(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                           memory_key_padding_mask, tgt_is_causal, memory_is_causal)
+        return self.decode(
+            tgt,
+            memory,
+            tgt_mask,
+            memory_mask,
+            tgt_key_padding_mask,
+            memory_key_padding_mask,
+            tgt_is_causal,
+            memory_is_causal,
+        )

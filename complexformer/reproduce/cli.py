@@ -58,9 +58,17 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     scale = get_scale(args.scale, **overrides)
     out = args.out or f"runs/reproduce-{args.scale}"
     config = ReproduceConfig(
-        out=out, tables=tuple(args.table or ["1"]), scale=scale, seeds=args.seeds,
-        data=args.data, evaluator=args.evaluator, threads=args.threads, device=args.device,
-        bf16=args.bf16, train_only=args.train_only, only=tuple(args.only),
+        out=out,
+        tables=tuple(args.table or ["1"]),
+        scale=scale,
+        seeds=args.seeds,
+        data=args.data,
+        evaluator=args.evaluator,
+        threads=args.threads,
+        device=args.device,
+        bf16=args.bf16,
+        train_only=args.train_only,
+        only=tuple(args.only),
         command=_command(args, out),
     )
     if args.dry_run:
@@ -73,39 +81,75 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def add_reproduce_parser(sub) -> argparse.ArgumentParser:
     """Register the ``reproduce`` subcommand on the subparsers object ``sub``."""
     r = sub.add_parser(
-        "reproduce", help="rerun the paper's Tables 1 and 4 (and extrapolation) at a scale",
+        "reproduce",
+        help="rerun the paper's Tables 1 and 4 (and extrapolation) at a scale",
         description="Train every variant of the ComplexFormer paper's tables on identical "
         "data, tokens and budget, for several seeds; evaluate each run (val/test perplexity, "
         "gen-PPL, Dist-1/2, Rep-4, optionally extrapolation); write markdown/JSON tables "
         "(mean ± std over seeds, paired comparison with RoPE) and loss plots to --out. "
         "Resumable: finished runs and evaluations are skipped.",
-        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("--table", action="append", choices=("1", "4", "extrapolation"),
-                   help="table to reproduce (repeatable; default 1)")
-    r.add_argument("--scale", default="tiny", choices=("tiny", "small", "paper"),
-                   help="tiny (CPU, ~40 min for tables 1+4 x 3 seeds on 2 cores), small "
-                   "(CPU hours / GPU minutes), paper (the paper's Appendix A on WikiText-103; "
-                   "GPU). Default tiny")
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument(
+        "--table",
+        action="append",
+        choices=("1", "4", "extrapolation"),
+        help="table to reproduce (repeatable; default 1)",
+    )
+    r.add_argument(
+        "--scale",
+        default="tiny",
+        choices=("tiny", "small", "paper"),
+        help="tiny (CPU, ~40 min for tables 1+4 x 3 seeds on 2 cores), small "
+        "(CPU hours / GPU minutes), paper (the paper's Appendix A on WikiText-103; "
+        "GPU). Default tiny",
+    )
     r.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per variant (default 3)")
-    r.add_argument("--data", default=None,
-                   help="corpus spec (default: the scale's: stdlib, or WikiText-103 for paper)")
+    r.add_argument(
+        "--data",
+        default=None,
+        help="corpus spec (default: the scale's: stdlib, or WikiText-103 for paper)",
+    )
     r.add_argument("--out", default=None, help="output directory (default runs/reproduce-SCALE)")
     r.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
-    r.add_argument("--evaluator", default=None,
-                   help="gen-PPL evaluator: smollm2 (offline; tiny and small), gpt2-large (the "
-                   "paper's; paper scale), a directory, a .gguf file, or none")
-    r.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                   help="device for training and evaluation (default auto: CUDA if available)")
+    r.add_argument(
+        "--evaluator",
+        default=None,
+        help="gen-PPL evaluator: smollm2 (offline; tiny and small), gpt2-large (the "
+        "paper's; paper scale), a directory, a .gguf file, or none",
+    )
+    r.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="device for training and evaluation (default auto: CUDA if available)",
+    )
     r.add_argument("--bf16", action="store_true", help="train under bf16 autocast")
-    r.add_argument("--max-steps", type=int, default=None,
-                   help="override the scale's training steps (every variant alike)")
-    r.add_argument("--only", action="append", default=[], metavar="VARIANT[/seedK]",
-                   help="train and evaluate only these runs (repeatable); the tables still "
-                   "include the saved results of the others")
-    r.add_argument("--train-only", action="store_true",
-                   help="train, do not evaluate or tabulate (automatic under torchrun)")
-    r.add_argument("--dry-run", action="store_true",
-                   help="print the plan (variants, seeds, configs, run directories and which "
-                   "are done) and exit")
+    r.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="override the scale's training steps (every variant alike)",
+    )
+    r.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="VARIANT[/seedK]",
+        help="train and evaluate only these runs (repeatable); the tables still "
+        "include the saved results of the others",
+    )
+    r.add_argument(
+        "--train-only",
+        action="store_true",
+        help="train, do not evaluate or tabulate (automatic under torchrun)",
+    )
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (variants, seeds, configs, run directories and which "
+        "are done) and exit",
+    )
     r.set_defaults(func=cmd_reproduce)
     return r

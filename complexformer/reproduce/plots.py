@@ -71,8 +71,10 @@ def _save(fig: Any, out_path: str | os.PathLike) -> Path:
 
 def _no_matplotlib(log: Callable[[str], Any] | None) -> None:
     if log is not None:
-        log("note: matplotlib is not installed, skipping the plot "
-            "(pip install 'complexformer[plot]')")
+        log(
+            "note: matplotlib is not installed, skipping the plot "
+            "(pip install 'complexformer[plot]')"
+        )
 
 
 def plot_table_losses(
@@ -112,12 +114,18 @@ def plot_table_losses(
             steps, mean, std = (list(x) for x in zip(*mc, strict=True))
             n = sum(1 for c in curves if c[key])
             style = "-" if key == "train" else "o-"
-            (line,) = ax.plot(steps, mean, style, label=f"{name} (n={n})", linewidth=1.3,
-                              markersize=3)
+            (line,) = ax.plot(
+                steps, mean, style, label=f"{name} (n={n})", linewidth=1.3, markersize=3
+            )
             if n > 1:
-                ax.fill_between(steps, [m - s for m, s in zip(mean, std, strict=True)],
-                                [m + s for m, s in zip(mean, std, strict=True)],
-                                color=line.get_color(), alpha=0.15, linewidth=0)
+                ax.fill_between(
+                    steps,
+                    [m - s for m, s in zip(mean, std, strict=True)],
+                    [m + s for m, s in zip(mean, std, strict=True)],
+                    color=line.get_color(),
+                    alpha=0.15,
+                    linewidth=0,
+                )
     for ax, what in zip(axes, ("train loss", "validation loss"), strict=True):
         ax.set_xlabel("step")
         ax.set_ylabel(f"{what} (nats / token)")
@@ -155,10 +163,15 @@ def plot_extrapolation_means(
         if not pts:
             continue
         xs, ys, es = (list(x) for x in zip(*pts, strict=True))
-        ax.errorbar(xs, ys, yerr=es, fmt="o-", capsize=3, label=row["label"], linewidth=1.3,
-                    markersize=4)
-    means = [s["mean"] for row in payload["rows"] for s in row["stats"].values()
-             if s["mean"] is not None and s["mean"] > 0]
+        ax.errorbar(
+            xs, ys, yerr=es, fmt="o-", capsize=3, label=row["label"], linewidth=1.3, markersize=4
+        )
+    means = [
+        s["mean"]
+        for row in payload["rows"]
+        for s in row["stats"].values()
+        if s["mean"] is not None and s["mean"] > 0
+    ]
     if means and max(means) > 4 * min(means):
         ax.set_yscale("log")
     ax.set_xscale("log", base=2)

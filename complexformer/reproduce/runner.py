@@ -62,8 +62,18 @@ __all__ = [
 
 #: TrainConfig fields that do not change what is learned (ignored when comparing a run
 #: directory's saved settings with the plan).
-_TRAIN_IGNORED = ("out_dir", "num_threads", "device", "tensorboard", "compile", "keep_last",
-                  "log_every", "save_every", "eval_every", "eval_blocks")
+_TRAIN_IGNORED = (
+    "out_dir",
+    "num_threads",
+    "device",
+    "tensorboard",
+    "compile",
+    "keep_last",
+    "log_every",
+    "save_every",
+    "eval_every",
+    "eval_blocks",
+)
 
 
 @dataclass
@@ -115,12 +125,12 @@ class ReproduceConfig:
         for item in self.only:
             v, _, s = item.partition("/")
             if v not in names:
-                raise ValueError(f"--only {item!r}: {v!r} is not a variant of tables "
-                                 f"{', '.join(self.tables)} ({', '.join(self.variants)})")
-            if s and not (s.startswith("seed") and s[4:].isdigit()
-                          and int(s[4:]) < self.seeds):
-                raise ValueError(f"--only {item!r}: expected VARIANT/seedK with K < "
-                                 f"{self.seeds}")
+                raise ValueError(
+                    f"--only {item!r}: {v!r} is not a variant of tables "
+                    f"{', '.join(self.tables)} ({', '.join(self.variants)})"
+                )
+            if s and not (s.startswith("seed") and s[4:].isdigit() and int(s[4:]) < self.seeds):
+                raise ValueError(f"--only {item!r}: expected VARIANT/seedK with K < {self.seeds}")
 
     @property
     def variants(self) -> list[str]:
@@ -193,12 +203,12 @@ def plan_runs(config: ReproduceConfig) -> list[PlannedRun]:
     for v in config.variants:
         for seed in range(config.seeds):
             d = run_dir(config.out, v, seed)
-            tc = scale.train_config(d, seed, data=config.data_spec, device=config.device,
-                                    num_threads=config.threads)
+            tc = scale.train_config(
+                d, seed, data=config.data_spec, device=config.device, num_threads=config.threads
+            )
             if config.bf16:
                 tc = tc.replace(bf16=True)
-            runs.append(PlannedRun(v, seed, d, scale.model_config(v), tc,
-                                   config.selected(v, seed)))
+            runs.append(PlannedRun(v, seed, d, scale.model_config(v), tc, config.selected(v, seed)))
     return runs
 
 
@@ -231,7 +241,8 @@ def check_run_settings(run: PlannedRun) -> None:
     if diff:
         raise ValueError(
             f"{run.run_dir} holds a run trained with other settings (field: (saved, planned)): "
-            f"{diff}; use another --out, or delete that directory to retrain it")
+            f"{diff}; use another --out, or delete that directory to retrain it"
+        )
 
 
 # ---------------------------------------------------------------------- evaluation settings
@@ -249,8 +260,12 @@ def eval_settings(config: ReproduceConfig) -> dict[str, dict[str, Any]]:
     text = asdict(scale.text_config(data, config.evaluator_spec))
     text.pop("progress", None)
     out: dict[str, dict[str, Any]] = {
-        "ppl": {"data": data, "splits": ["val", "test"], "batch_size": scale.ppl_batch_size,
-                "max_blocks": scale.ppl_max_blocks},
+        "ppl": {
+            "data": data,
+            "splits": ["val", "test"],
+            "batch_size": scale.ppl_batch_size,
+            "max_blocks": scale.ppl_max_blocks,
+        },
         "text": text,
     }
     if "extrapolation" in config.tables:
@@ -262,8 +277,9 @@ def eval_settings(config: ReproduceConfig) -> dict[str, dict[str, Any]]:
     return out
 
 
-def eval_paths(run_dir_: Path, settings: dict[str, dict[str, Any]],
-               steps: int | None) -> dict[str, Path]:
+def eval_paths(
+    run_dir_: Path, settings: dict[str, dict[str, Any]], steps: int | None
+) -> dict[str, Path]:
     """Where each evaluation piece of a run is saved: ``RUN/eval/ppl-<key>.json``,
     ``RUN/eval/text-<key>/text.json``, ``RUN/eval/extrapolation-<key>/extrapolation.json``;
     ``<key>`` hashes the piece's settings and the run's number of steps."""
@@ -333,8 +349,13 @@ class _Context:
     """What evaluation shares across runs: the evaluator (loaded once, lazily) and the
     val/test token arrays (per corpus and tokenizer)."""
 
-    def __init__(self, evaluator_spec: str | None, device: torch.device, evaluator: Any = None,
-                 log: Callable[[str], Any] = print) -> None:
+    def __init__(
+        self,
+        evaluator_spec: str | None,
+        device: torch.device,
+        evaluator: Any = None,
+        log: Callable[[str], Any] = print,
+    ) -> None:
         self.spec = evaluator_spec
         self.device = device
         self._evaluator = evaluator
@@ -364,8 +385,9 @@ class _Context:
         if key not in self._tokens:
             if data not in self._corpora:
                 self._corpora[data] = load_corpus(data)
-            self._tokens[key] = load_token_splits(self._corpora[data], tokenizer,
-                                                  splits=("val", "test"), show_progress=False)
+            self._tokens[key] = load_token_splits(
+                self._corpora[data], tokenizer, splits=("val", "test"), show_progress=False
+            )
         return self._tokens[key]
 
 
@@ -390,24 +412,44 @@ def evaluate_run(
             s = settings["ppl"]
             t0 = time.perf_counter()
             toks = context.tokens(s["data"], tok)
-            res = {split: evaluate_perplexity(
-                model, toks[split], model.config.max_seq_len - 1, s["batch_size"],
-                max_blocks=s["max_blocks"], device=context.device) for split in s["splits"]}
-            write_json(paths["ppl"], {
-                "settings": s, "steps": steps, **res,
-                "params": sum(p.numel() for p in model.parameters()),
-                "time_s": time.perf_counter() - t0})
+            res = {
+                split: evaluate_perplexity(
+                    model,
+                    toks[split],
+                    model.config.max_seq_len - 1,
+                    s["batch_size"],
+                    max_blocks=s["max_blocks"],
+                    device=context.device,
+                )
+                for split in s["splits"]
+            }
+            write_json(
+                paths["ppl"],
+                {
+                    "settings": s,
+                    "steps": steps,
+                    **res,
+                    "params": sum(p.numel() for p in model.parameters()),
+                    "time_s": time.perf_counter() - t0,
+                },
+            )
         if "text" in missing:
             cfg = TextSuiteConfig(**{**settings["text"], "progress": False})
             run_text_suite(model, tok, cfg, paths["text"].parent, evaluator=context.evaluator())
         if "extrapolation" in missing:
             ex = settings["extrapolation"]
-            cfg = ExtrapolationConfig(**{**ex, "multipliers": tuple(ex["multipliers"]),
-                                         "device": str(context.device),
-                                         "show_progress": False})
+            cfg = ExtrapolationConfig(
+                **{
+                    **ex,
+                    "multipliers": tuple(ex["multipliers"]),
+                    "device": str(context.device),
+                    "show_progress": False,
+                }
+            )
             t0 = time.perf_counter()
-            payload = run_extrapolation_suite([loaded], cfg, paths["extrapolation"].parent,
-                                              names=[run.name])
+            payload = run_extrapolation_suite(
+                [loaded], cfg, paths["extrapolation"].parent, names=[run.name]
+            )
             payload = {k: v for k, v in payload.items() if k != "files"}
             write_json(paths["extrapolation"], {**payload, "time_s": time.perf_counter() - t0})
         del loaded, model
@@ -433,12 +475,15 @@ def format_plan(config: ReproduceConfig, runs: list[PlannedRun] | None = None) -
     assert isinstance(scale, Scale)
     runs = runs if runs is not None else plan_runs(config)
     settings = eval_settings(config)
-    lines = [f"reproduce: scale {scale.name}: {scale.description}",
-             f"output: {Path(config.out).resolve()}",
-             f"data: {config.data_spec}; tokenizer: {scale.tokenizer or 'BPE'} "
-             f"(vocab {scale.vocab_size}); seeds: {list(range(config.seeds))}; "
-             f"device {config.device}; threads {config.threads or 'default'}",
-             f"gen-PPL evaluator: {config.evaluator_spec or 'none (gen-PPL skipped)'}", ""]
+    lines = [
+        f"reproduce: scale {scale.name}: {scale.description}",
+        f"output: {Path(config.out).resolve()}",
+        f"data: {config.data_spec}; tokenizer: {scale.tokenizer or 'BPE'} "
+        f"(vocab {scale.vocab_size}); seeds: {list(range(config.seeds))}; "
+        f"device {config.device}; threads {config.threads or 'default'}",
+        f"gen-PPL evaluator: {config.evaluator_spec or 'none (gen-PPL skipped)'}",
+        "",
+    ]
     for t in config.tables:
         lines.append(f"{TABLE_TITLES[t]}: {', '.join(TABLES[t])}")
     lines += ["", "variants (GPTConfig fields that differ from the first variant's):"]
@@ -451,16 +496,21 @@ def format_plan(config: ReproduceConfig, runs: list[PlannedRun] | None = None) -
         d = r.model_config.to_dict()
         diff = {k: v for k, v in d.items() if v != base.get(k)}
         v = VARIANTS[r.variant]
-        lines.append(f"  {r.variant:<12} {v.label:<28} pos_scheme={d['pos_scheme']} "
-                     f"pcl={d['pcl']}" + (f" {diff}" if diff else ""))
+        lines.append(
+            f"  {r.variant:<12} {v.label:<28} pos_scheme={d['pos_scheme']} "
+            f"pcl={d['pcl']}" + (f" {diff}" if diff else "")
+        )
     if runs:
         lines += ["", f"model ({runs[0].variant}): {json.dumps(base)}"]
-        tc = {k: v for k, v in runs[0].train_config.to_dict().items()
-              if k not in ("out_dir", "seed")}
+        tc = {
+            k: v for k, v in runs[0].train_config.to_dict().items() if k not in ("out_dir", "seed")
+        }
         lines.append(f"training (every run; seed = k): {json.dumps(tc)}")
         mc = runs[0].model_config
-        lines.append(f"tokens per run: {tc['max_steps'] * tc['batch_size'] * mc.max_seq_len:,}"
-                     f" ({tc['max_steps']} steps x {tc['batch_size']} x {mc.max_seq_len})")
+        lines.append(
+            f"tokens per run: {tc['max_steps'] * tc['batch_size'] * mc.max_seq_len:,}"
+            f" ({tc['max_steps']} steps x {tc['batch_size']} x {mc.max_seq_len})"
+        )
     lines.append(f"evaluation: {json.dumps(settings)}")
     lines += ["", f"runs ({len(runs)}):"]
     for r in runs:
@@ -500,15 +550,19 @@ def _table_meta(config: ReproduceConfig, runs: list[PlannedRun]) -> dict[str, An
         "scale": f"{scale.name} ({scale.description})",
         "data": config.data_spec,
         "tokens_per_run": f"{tc.max_steps * tc.batch_size * mc.max_seq_len:,} "
-                          f"({tc.max_steps} steps x {tc.batch_size} x {mc.max_seq_len})",
+        f"({tc.max_steps} steps x {tc.batch_size} x {mc.max_seq_len})",
         "seeds": list(range(config.seeds)),
         "evaluator": config.evaluator_spec or "none (gen-PPL skipped)",
         "command": config.command,
     }
 
 
-def _write_tables(config: ReproduceConfig, runs: list[PlannedRun],
-                  results: list[dict[str, Any]], log: Callable[[str], Any]) -> dict[str, Any]:
+def _write_tables(
+    config: ReproduceConfig,
+    runs: list[PlannedRun],
+    results: list[dict[str, Any]],
+    log: Callable[[str], Any],
+) -> dict[str, Any]:
     out = Path(config.out)
     meta = _table_meta(config, runs)
     written: dict[str, Any] = {}
@@ -533,9 +587,13 @@ def _write_tables(config: ReproduceConfig, runs: list[PlannedRun],
             png = plot_extrapolation_means(payload, out / f"{name}.png", log=log)
         else:
             labels = TABLE4_LABELS if t == "4" else {v: VARIANTS[v].label for v in TABLES[t]}
-            png = plot_table_losses({v: dirs.get(v, []) for v in TABLES[t]},
-                                    out / f"loss_{name}.png", title=TABLE_TITLES[t],
-                                    labels=labels, log=log)
+            png = plot_table_losses(
+                {v: dirs.get(v, []) for v in TABLES[t]},
+                out / f"loss_{name}.png",
+                title=TABLE_TITLES[t],
+                labels=labels,
+                log=log,
+            )
         if png is not None:
             files["png"] = str(png)
         written[t] = {"files": files, "payload": payload}
@@ -600,22 +658,33 @@ def reproduce(
                 say(f"{head}: finished already ({r.run_dir / 'summary.json'}), skipped")
                 continue
             step = r.checkpoint_step()
-            say(f"{head}: training -> {r.run_dir}" +
-                (f" (resuming from step {step})" if step is not None else ""))
+            say(
+                f"{head}: training -> {r.run_dir}"
+                + (f" (resuming from step {step})" if step is not None else "")
+            )
             t0 = time.perf_counter()
             summary = train(r.model_config, r.train_config, resume=True, log=log)
             trained += 1
             if summary is not None:
                 val = summary.get("val_ppl")
-                say(f"{head}: trained in {_fmt_s(time.perf_counter() - t0)}"
+                say(
+                    f"{head}: trained in {_fmt_s(time.perf_counter() - t0)}"
                     + (f", val ppl {val:.2f}" if val is not None else "")
-                    + f" (total {_fmt_s(time.perf_counter() - t_start)})")
+                    + f" (total {_fmt_s(time.perf_counter() - t_start)})"
+                )
         if train_only:
-            say(f"reproduce: training done ({trained} trained, {skipped} already finished) in "
+            say(
+                f"reproduce: training done ({trained} trained, {skipped} already finished) in "
                 f"{_fmt_s(time.perf_counter() - t_start)}; evaluate and tabulate with the "
-                "same command in one process")
-            return {"runs": [], "tables": {}, "elapsed_s": time.perf_counter() - t_start,
-                    "trained": trained, "skipped": skipped}
+                "same command in one process"
+            )
+            return {
+                "runs": [],
+                "tables": {},
+                "elapsed_s": time.perf_counter() - t_start,
+                "trained": trained,
+                "skipped": skipped,
+            }
 
         # ---- evaluation
         ctx = _Context(spec, device, evaluator, log=say)
@@ -636,38 +705,64 @@ def reproduce(
             ctx.evaluated += 1
             results.append(res)
             g = res.get("gen_ppl")
-            say(f"{head}: evaluated in {_fmt_s(time.perf_counter() - t0)}: val ppl "
+            say(
+                f"{head}: evaluated in {_fmt_s(time.perf_counter() - t0)}: val ppl "
                 f"{res['val_ppl']:.2f}, test ppl {res['test_ppl']:.2f}"
                 + (f", gen-PPL {g:.2f}" if g is not None else "")
-                + f" (total {_fmt_s(time.perf_counter() - t_start)})")
+                + f" (total {_fmt_s(time.perf_counter() - t_start)})"
+            )
 
         # ---- tables
         written = _write_tables(config, runs, results, say)
     elapsed = time.perf_counter() - t_start
-    write_json(Path(config.out) / "reproduce.json", {
-        "config": {**{k: v for k, v in asdict(config).items() if k != "scale"},
-                   "tables": list(config.tables), "only": list(config.only)},
-        "scale": scale.to_dict(),
-        "evaluation": settings,
-        "runs": results,
-        "tables": {t: w["files"] for t, w in written.items()},
-        "elapsed_s": elapsed,
-        "evaluator_load_s": ctx.evaluator_load_s,
-        "trained": trained,
-        "skipped": skipped,
-    })
+    write_json(
+        Path(config.out) / "reproduce.json",
+        {
+            "config": {
+                **{k: v for k, v in asdict(config).items() if k != "scale"},
+                "tables": list(config.tables),
+                "only": list(config.only),
+            },
+            "scale": scale.to_dict(),
+            "evaluation": settings,
+            "runs": results,
+            "tables": {t: w["files"] for t, w in written.items()},
+            "elapsed_s": elapsed,
+            "evaluator_load_s": ctx.evaluator_load_s,
+            "trained": trained,
+            "skipped": skipped,
+        },
+    )
     with open(Path(config.out) / "invocations.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps({
-            "command": config.command, "tables": list(config.tables), "seeds": config.seeds,
-            "scale": scale.name, "threads": config.threads, "trained": trained,
-            "skipped": skipped, "evaluated": ctx.evaluated, "elapsed_s": round(elapsed, 1),
-            "evaluator_load_s": round(ctx.evaluator_load_s, 1),
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "command": config.command,
+                    "tables": list(config.tables),
+                    "seeds": config.seeds,
+                    "scale": scale.name,
+                    "threads": config.threads,
+                    "trained": trained,
+                    "skipped": skipped,
+                    "evaluated": ctx.evaluated,
+                    "elapsed_s": round(elapsed, 1),
+                    "evaluator_load_s": round(ctx.evaluator_load_s, 1),
+                    "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                }
+            )
+            + "\n"
+        )
     for w in written.values():
         say("")
         say(w["payload"]["markdown"].split("\n## Paired")[0].rstrip())
-    say(f"\nreproduce: done in {_fmt_s(elapsed)} ({trained} trained, {skipped} already "
-        f"finished); tables in {Path(config.out).resolve()}")
-    return {"runs": results, "tables": written, "elapsed_s": elapsed, "trained": trained,
-            "skipped": skipped}
-
+    say(
+        f"\nreproduce: done in {_fmt_s(elapsed)} ({trained} trained, {skipped} already "
+        f"finished); tables in {Path(config.out).resolve()}"
+    )
+    return {
+        "runs": results,
+        "tables": written,
+        "elapsed_s": elapsed,
+        "trained": trained,
+        "skipped": skipped,
+    }

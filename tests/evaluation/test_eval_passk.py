@@ -23,8 +23,13 @@ def _brute_force(n: int, c: int, k: int) -> float:
 def test_matches_enumeration_of_all_k_subsets(n):
     for c in range(n + 1):
         for k in range(1, n + 1):
-            torch.testing.assert_close(pass_at_k(n, c, k), _brute_force(n, c, k),
-                                       rtol=0, atol=1e-12, msg=f"n={n} c={c} k={k}")
+            torch.testing.assert_close(
+                pass_at_k(n, c, k),
+                _brute_force(n, c, k),
+                rtol=0,
+                atol=1e-12,
+                msg=f"n={n} c={c} k={k}",
+            )
 
 
 def test_closed_form_edge_cases():
@@ -62,8 +67,14 @@ def test_vector_and_mean():
 
 @pytest.mark.parametrize(
     ("n", "c", "k", "match"),
-    [(4, 1, 5, "k=5"), (4, 1, 0, "k=0"), (4, 5, 1, "c .*got 5"), (0, 0, 1, "n .*got 0"),
-     (4, -1, 1, "got -1"), (4.0, 1, 1, "n must be an int")],
+    [
+        (4, 1, 5, "k=5"),
+        (4, 1, 0, "k=0"),
+        (4, 5, 1, "c .*got 5"),
+        (0, 0, 1, "n .*got 0"),
+        (4, -1, 1, "got -1"),
+        (4.0, 1, 1, "n must be an int"),
+    ],
 )
 def test_bad_arguments(n, c, k, match):
     with pytest.raises(ValueError, match=match):

@@ -16,8 +16,9 @@ from complexformer.evaluation.sandbox import (
     sandbox_capabilities,
 )
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="the sandbox's process checks read Linux /proc")
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the sandbox's process checks read Linux /proc"
+)
 
 CAPS = sandbox_capabilities()
 
@@ -55,10 +56,13 @@ def test_infinite_loop_is_stopped_by_the_timeout():
     assert _no_strays(r.sandbox_id) == []
 
 
-@pytest.mark.parametrize("bomb", [
-    "x = bytearray(8 * 2**30)",  # one huge allocation
-    "chunks = []\nwhile True:\n    chunks.append(bytearray(2**24))",  # growth
-])
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        "x = bytearray(8 * 2**30)",  # one huge allocation
+        "chunks = []\nwhile True:\n    chunks.append(bytearray(2**24))",  # growth
+    ],
+)
 def test_memory_bomb_is_stopped_by_the_memory_limit(bomb):
     r = run_program(bomb, timeout=10.0, memory_mb=256)
     assert r.status == "memory", r
@@ -96,8 +100,10 @@ print(made, os.getpid() if made else "")
     assert _no_strays(r.sandbox_id) == []
 
 
-@pytest.mark.skipif(CAPS["process_limit"] == "none",
-                    reason="no process cap here (root without a writable pids cgroup)")
+@pytest.mark.skipif(
+    CAPS["process_limit"] == "none",
+    reason="no process cap here (root without a writable pids cgroup)",
+)
 def test_fork_bomb_without_the_guard_is_capped_and_killed():
     # the operating-system layer alone: the process cap stops the growth, the timeout and
     # the group / namespace / cgroup kill leave nothing behind
@@ -106,8 +112,9 @@ def test_fork_bomb_without_the_guard_is_capped_and_killed():
     assert _no_strays(r.sandbox_id) == []
 
 
-@pytest.mark.skipif(CAPS["process_limit"] in ("none", "rlimit-approximate"),
-                    reason="no exact process cap here")
+@pytest.mark.skipif(
+    CAPS["process_limit"] in ("none", "rlimit-approximate"), reason="no exact process cap here"
+)
 def test_process_cap_is_exact():
     src = """
 import os, time
@@ -130,8 +137,10 @@ print(made)
 
 @pytest.mark.parametrize("detach", ["", "os.setsid()"])
 def test_processes_left_behind_are_killed(detach):
-    src = f"import os, time\nif os.fork() == 0:\n    {detach or 'pass'}\n    time.sleep(60)\n" \
-          "print('parent exits')"
+    src = (
+        f"import os, time\nif os.fork() == 0:\n    {detach or 'pass'}\n    time.sleep(60)\n"
+        "print('parent exits')"
+    )
     r = run_program(src, timeout=5.0, guard=False)
     assert (r.status, r.stdout) == ("passed", "parent exits\n")
     assert _no_strays(r.sandbox_id) == []
@@ -143,10 +152,13 @@ def test_left_behind_processes_are_killed_without_namespaces(monkeypatch):
     from complexformer.evaluation import sandbox
 
     caps = sandbox_capabilities()
-    monkeypatch.setattr(sandbox, "_caps", dict(caps, unshare=[], namespaces=[], cgroup=None,
-                                               process_limit="none"))
-    src = ("import os, time\nfor detach in (False, True):\n    if os.fork() == 0:\n"
-           "        if detach:\n            os.setsid()\n        time.sleep(60)\nprint('ok')")
+    monkeypatch.setattr(
+        sandbox, "_caps", dict(caps, unshare=[], namespaces=[], cgroup=None, process_limit="none")
+    )
+    src = (
+        "import os, time\nfor detach in (False, True):\n    if os.fork() == 0:\n"
+        "        if detach:\n            os.setsid()\n        time.sleep(60)\nprint('ok')"
+    )
     r = run_program(src, timeout=5.0, guard=False)
     assert (r.status, r.stdout) == ("passed", "ok\n")
     assert _no_strays(r.sandbox_id) == []
@@ -252,8 +264,10 @@ def test_writing_outside_the_working_directory_fails(tmp_path):
 def test_fresh_working_directory_is_removed_and_environment_scrubbed(monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
     monkeypatch.setenv("SECRET_TOKEN", "do-not-leak")
-    r = run_program("import json, os\nprint(json.dumps({'cwd': os.getcwd(), "
-                    "'env': dict(os.environ), 'files': os.listdir('.')}))")
+    r = run_program(
+        "import json, os\nprint(json.dumps({'cwd': os.getcwd(), "
+        "'env': dict(os.environ), 'files': os.listdir('.')}))"
+    )
     info = json.loads(r.stdout)
     assert info["files"] == []
     assert info["env"]["HOME"] == info["cwd"] == info["env"]["TMPDIR"]

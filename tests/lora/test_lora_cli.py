@@ -18,10 +18,35 @@ def test_complexify_then_analyze_then_finetune(tmp_path, monkeypatch, capsys):
     base = save_tiny_bert_dir(tmp_path / "bert", "BertForMaskedLM")  # has an MLM head
     spec = write_docstring_corpus(tmp_path / "corpus.jsonl", 200)
     out = tmp_path / "run"
-    args = ["complexify", "--base", str(base), "--rank", "2", "--data", spec, "--out", str(out),
-            "--max-steps", "4", "--batch-size", "4", "--max-len", "32", "--eval-every", "2",
-            "--save-every", "2", "--eval-blocks", "2", "--threads", "1", "--lr", "1e-3",
-            "--log-every", "1"]
+    args = [
+        "complexify",
+        "--base",
+        str(base),
+        "--rank",
+        "2",
+        "--data",
+        spec,
+        "--out",
+        str(out),
+        "--max-steps",
+        "4",
+        "--batch-size",
+        "4",
+        "--max-len",
+        "32",
+        "--eval-every",
+        "2",
+        "--save-every",
+        "2",
+        "--eval-blocks",
+        "2",
+        "--threads",
+        "1",
+        "--lr",
+        "1e-3",
+        "--log-every",
+        "1",
+    ]
     assert main(args) == 0
     assert "validation MLM loss" in capsys.readouterr().out
     meta = json.loads((out / "model" / "cmplxbert.json").read_text())
@@ -33,18 +58,57 @@ def test_complexify_then_analyze_then_finetune(tmp_path, monkeypatch, capsys):
     assert "overwrite" in capsys.readouterr().err
     assert main(args + ["--resume"]) == 0
 
-    assert main(["analyze-embeddings", "--model", str(out / "model"), "--n", "300",
-                 "--out", str(tmp_path / "emb")]) == 0
+    assert (
+        main(
+            [
+                "analyze-embeddings",
+                "--model",
+                str(out / "model"),
+                "--n",
+                "300",
+                "--out",
+                str(tmp_path / "emb"),
+            ]
+        )
+        == 0
+    )
     res = json.loads((tmp_path / "emb" / "embeddings.json").read_text())
     assert 0.0 < res["imaginary_energy_share"] < 1.0  # the adapters moved off the real axis
     assert (tmp_path / "emb" / "embeddings.png").stat().st_size > 1000
 
     task = tmp_path / "task.jsonl"
-    task.write_text("\n".join(json.dumps({"text": f"item {i} " + "word " * (i % 5),
-                                          "label": i % 2}) for i in range(80)) + "\n")
-    assert main(["finetune", "--model", str(out / "model"), "--task", str(task), "--out",
-                 str(tmp_path / "ft"), "--seeds", "0", "--epochs", "1", "--max-len", "16",
-                 "--models", "cmplxbert", "real", "--threads", "1"]) == 0
+    task.write_text(
+        "\n".join(
+            json.dumps({"text": f"item {i} " + "word " * (i % 5), "label": i % 2})
+            for i in range(80)
+        )
+        + "\n"
+    )
+    assert (
+        main(
+            [
+                "finetune",
+                "--model",
+                str(out / "model"),
+                "--task",
+                str(task),
+                "--out",
+                str(tmp_path / "ft"),
+                "--seeds",
+                "0",
+                "--epochs",
+                "1",
+                "--max-len",
+                "16",
+                "--models",
+                "cmplxbert",
+                "real",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "CmplxBERT-LoRA" in text and "majority class" in text
     summary = json.loads((tmp_path / "ft" / "finetune.json").read_text())["summary"]
@@ -57,6 +121,18 @@ def test_cli_errors_name_the_bad_value(tmp_path, capsys):
     assert main(["finetune", "--model", "minilm", "--task", str(tmp_path / "none.csv")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
     (tmp_path / "bert").mkdir()
-    assert main(["complexify", "--base", str(tmp_path / "bert"), "--data", "stdlib",
-                 "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(
+            [
+                "complexify",
+                "--base",
+                str(tmp_path / "bert"),
+                "--data",
+                "stdlib",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 2
+    )
     assert "holds no config.json" in capsys.readouterr().err

@@ -79,9 +79,18 @@ def _task_dir(root):
 def test_finetune_three_models_on_a_tiny_bert_and_resume(tmp_path):
     base = str(save_tiny_bert_dir(tmp_path / "bert", "BertModel"))
     task = _task_dir(tmp_path / "task")
-    cfg = FinetuneConfig(task=task, seeds=(0, 1), epochs=1, lr=1e-3, batch_size=8,
-                         max_len=24, max_train_examples=48, num_threads=1, device="cpu",
-                         pooling="cls")
+    cfg = FinetuneConfig(
+        task=task,
+        seeds=(0, 1),
+        epochs=1,
+        lr=1e-3,
+        batch_size=8,
+        max_len=24,
+        max_train_examples=48,
+        num_threads=1,
+        device="cpu",
+        pooling="cls",
+    )
     out = tmp_path / "ft"
     p = finetune(base, cfg, out, log=None)
     assert set(p["summary"]) == {"cmplxbert", "real", "real-lora"}
@@ -90,15 +99,16 @@ def test_finetune_three_models_on_a_tiny_bert_and_resume(tmp_path):
         accs = [r["test"]["accuracy"] for r in runs]
         assert s["n"] == 2
         assert s["accuracy_mean"] == pytest.approx(sum(accs) / 2)
-        assert s["accuracy_std"] == pytest.approx(abs(accs[0] - accs[1]) / 2 ** 0.5)
+        assert s["accuracy_std"] == pytest.approx(abs(accs[0] - accs[1]) / 2**0.5)
     counts = {k: s["trainable_params"] for k, s in p["summary"].items()}
     # the real LoRA rank is matched to the CmplxBERT's trainable count (within one rank step)
     assert abs(counts["real-lora"] - counts["cmplxbert"]) < 0.5 * counts["cmplxbert"]
     assert counts["real"] > counts["cmplxbert"]
     assert (out / "finetune.md").read_text().count("±") >= 6
     files = sorted(x.name for x in (out / "runs").iterdir())
-    assert files == sorted(f"{k}-seed{s}.json" for k in ("cmplxbert", "real", "real-lora")
-                           for s in (0, 1))
+    assert files == sorted(
+        f"{k}-seed{s}.json" for k in ("cmplxbert", "real", "real-lora") for s in (0, 1)
+    )
     # a rerun skips the finished runs and reproduces the same summary
     before = {f: (out / "runs" / f).stat().st_mtime_ns for f in files}
     again = finetune(base, cfg, out, log=None)
@@ -112,8 +122,10 @@ def test_build_classifier_trains_only_the_documented_parameters(tmp_path):
     cb = build_classifier("cmplxbert", base, 3, cfg)
     trainable = [n for n, p in cb.named_parameters() if p.requires_grad]
     assert "classifier.base_layer.weight" in trainable  # the new head learns
-    assert all(("lora_" in n or "bias_c" in n or "norm" in n.lower() or
-                n.startswith("classifier.")) for n in trainable), trainable
+    assert all(
+        ("lora_" in n or "bias_c" in n or "norm" in n.lower() or n.startswith("classifier."))
+        for n in trainable
+    ), trainable
     rl = build_classifier("real-lora", base, 3, cfg, real_lora_rank=4)
     names = [n for n, p in rl.named_parameters() if p.requires_grad]
     assert all("lora_" in n or "LayerNorm" in n or n.startswith("classifier.") for n in names)
@@ -126,9 +138,19 @@ def test_cmplxbert_on_minilm_beats_the_majority_class(tmp_path):
     without continued MLM pre-training (the modulus attention score changes the pre-trained
     function, so this is the hard case; measured: accuracy 0.175 and macro-F1 0.08 against
     the majority class's 0.14 and 0.025 on this subset)."""
-    cfg = FinetuneConfig(task="docstrings", models=("cmplxbert",), seeds=(0,), epochs=2,
-                         lr=1e-3, batch_size=16, max_len=32, max_train_examples=640,
-                         max_eval_examples=200, num_threads=1, device="cpu")
+    cfg = FinetuneConfig(
+        task="docstrings",
+        models=("cmplxbert",),
+        seeds=(0,),
+        epochs=2,
+        lr=1e-3,
+        batch_size=16,
+        max_len=32,
+        max_train_examples=640,
+        max_eval_examples=200,
+        num_threads=1,
+        device="cpu",
+    )
     p = finetune("minilm", cfg, tmp_path / "ft", log=None)
     acc = p["summary"]["cmplxbert"]["accuracy_mean"]
     assert p["pooling"] == "mean"

@@ -106,8 +106,9 @@ def test_lora_merge_equals_unmerged_idempotent_and_unmerge_restores(kind):
 
 def test_lora_merge_adapters_on_a_module_tree():
     torch.manual_seed(0)
-    net = nn.ModuleDict({"a": ComplexLoRALinear(nn.Linear(4, 4), r=2),
-                         "b": ComplexLoRALinear(nn.Linear(4, 3), r=2)})
+    net = nn.ModuleDict(
+        {"a": ComplexLoRALinear(nn.Linear(4, 4), r=2), "b": ComplexLoRALinear(nn.Linear(4, 3), r=2)}
+    )
     for m in net.values():
         _randomise(m)
     x = _crandn(5, 4)
@@ -124,8 +125,7 @@ def test_lora_frozen_base_bit_identical_after_optimizer_steps():
     emb = nn.Embedding(9, 7)
     lin = ComplexLoRALinear(base, r=2)
     le = ComplexLoRAEmbedding(emb, r=2)
-    snap = {k: v.clone() for k, v in [("w", base.weight), ("b", base.bias),
-                                      ("e", emb.weight)]}
+    snap = {k: v.clone() for k, v in [("w", base.weight), ("b", base.bias), ("e", emb.weight)]}
     a0, b0 = lin.lora_A.detach().clone(), lin.lora_B.detach().clone()
     params = [p for p in (*lin.parameters(), *le.parameters()) if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-2, weight_decay=0.1)

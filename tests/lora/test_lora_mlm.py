@@ -22,8 +22,9 @@ def test_mask_tokens_rates_specials_and_labels():
     g = masking_generator(0, 1)
     ids = torch.randint(5, 1000, (64, 256), generator=g)
     ids[:, 0], ids[:, -1] = 1, 2  # specials
-    masked, labels = mask_tokens(ids, mask_token_id=3, vocab_size=1000, special_ids=[1, 2],
-                                 generator=masking_generator(0, 2))
+    masked, labels = mask_tokens(
+        ids, mask_token_id=3, vocab_size=1000, special_ids=[1, 2], generator=masking_generator(0, 2)
+    )
     sel = labels != -100
     n = ids[:, 1:-1].numel()
     assert abs(sel.sum().item() / n - 0.15) < 0.01  # 15% of the non-special tokens
@@ -38,8 +39,9 @@ def test_mask_tokens_rates_specials_and_labels():
     assert abs(kept.sum().item() / k - 0.1) < 0.02
     changed = sel & ~to_mask & ~kept
     assert abs(changed.sum().item() / k - 0.1) < 0.02
-    again = mask_tokens(ids, mask_token_id=3, vocab_size=1000, special_ids=[1, 2],
-                        generator=masking_generator(0, 2))
+    again = mask_tokens(
+        ids, mask_token_id=3, vocab_size=1000, special_ids=[1, 2], generator=masking_generator(0, 2)
+    )
     assert torch.equal(again[0], masked) and torch.equal(again[1], labels)
 
 
@@ -48,8 +50,9 @@ def test_mask_tokens_rejects_bad_rates():
     with pytest.raises(ValueError, match="mlm_probability"):
         mask_tokens(ids, mask_token_id=3, vocab_size=10, special_ids=[], mlm_probability=0)
     with pytest.raises(ValueError, match="sum <= 1"):
-        mask_tokens(ids, mask_token_id=3, vocab_size=10, special_ids=[], mask_ratio=0.9,
-                    random_ratio=0.2)
+        mask_tokens(
+            ids, mask_token_id=3, vocab_size=10, special_ids=[], mask_ratio=0.9, random_ratio=0.2
+        )
 
 
 @pytest.fixture(scope="module")
@@ -61,15 +64,28 @@ def mlm_setup(tmp_path_factory):
 
 
 def _tc(out, spec, **kw):
-    base = dict(out_dir=str(out), data=spec, max_steps=8, batch_size=4, lr=1e-3,
-                warmup_frac=0.25, schedule="linear", min_lr_ratio=0.0, eval_every=4,
-                eval_blocks=4, log_every=1, save_every=2, keep_last=5, seed=0, device="cpu",
-                num_threads=1)
+    base = dict(
+        out_dir=str(out),
+        data=spec,
+        max_steps=8,
+        batch_size=4,
+        lr=1e-3,
+        warmup_frac=0.25,
+        schedule="linear",
+        min_lr_ratio=0.0,
+        eval_every=4,
+        eval_blocks=4,
+        log_every=1,
+        save_every=2,
+        keep_last=5,
+        seed=0,
+        device="cpu",
+        num_threads=1,
+    )
     return TrainConfig(**{**base, **kw})
 
 
-def test_mlm_run_resumes_exactly_and_saves_a_loadable_cmplxbert(mlm_setup, tmp_path,
-                                                                 monkeypatch):
+def test_mlm_run_resumes_exactly_and_saves_a_loadable_cmplxbert(mlm_setup, tmp_path, monkeypatch):
     root, spec, base = mlm_setup
     monkeypatch.setenv("COMPLEXFORMER_CACHE", str(root / "cache"))
     cfg = ComplexLoRAConfig(r=2)
@@ -83,10 +99,12 @@ def test_mlm_run_resumes_exactly_and_saves_a_loadable_cmplxbert(mlm_setup, tmp_p
             raise Crash
 
     with pytest.raises(Crash):
-        train_task(MLMTask(base, cfg, max_len=32), _tc(tmp_path / "b", spec), log=None,
-                   callback=crash)
-    resumed = train_task(MLMTask(base, cfg, max_len=32), _tc(tmp_path / "b", spec), log=None,
-                         resume=True)
+        train_task(
+            MLMTask(base, cfg, max_len=32), _tc(tmp_path / "b", spec), log=None, callback=crash
+        )
+    resumed = train_task(
+        MLMTask(base, cfg, max_len=32), _tc(tmp_path / "b", spec), log=None, resume=True
+    )
     assert resumed["resumed_from"] == 4
     assert resumed["val_loss"] == pytest.approx(full["val_loss"], rel=1e-6)
 
@@ -124,17 +142,29 @@ def test_mlm_loss_goes_down_on_minilm_in_modulus_mode(mlm_setup, tmp_path, monke
     root, spec, _ = mlm_setup
     monkeypatch.setenv("COMPLEXFORMER_CACHE", str(root / "cache"))
     cfg = ComplexLoRAConfig(r=4, attention_score="modulus", head_output="modulus")
-    tc = _tc(tmp_path / "m", spec, max_steps=12, batch_size=8, lr=2e-3, eval_every=12,
-             save_every=12, eval_blocks=8)
+    tc = _tc(
+        tmp_path / "m",
+        spec,
+        max_steps=12,
+        batch_size=8,
+        lr=2e-3,
+        eval_every=12,
+        save_every=12,
+        eval_blocks=8,
+    )
     losses = []
     task = MLMTask("minilm", cfg, max_len=32)
-    summary = train_task(task, tc, log=None,
-                         callback=lambda info: losses.append(info["train_loss"]))
+    summary = train_task(
+        task, tc, log=None, callback=lambda info: losses.append(info["train_loss"])
+    )
     # validation loss of the untrained complexified model on the same masked blocks
     torch.manual_seed(0)
     fresh = MLMTask("minilm", cfg, max_len=32)
-    fresh.tokenizer, fresh.val_tokens, fresh.special_ids = (task.tokenizer, task.val_tokens,
-                                                            task.special_ids)
+    fresh.tokenizer, fresh.val_tokens, fresh.special_ids = (
+        task.tokenizer,
+        task.val_tokens,
+        task.special_ids,
+    )
     fresh.seed, fresh.rank = task.seed, task.rank
     torch.manual_seed(0)
     before = fresh.evaluate(fresh.build_model(), 4, torch.device("cpu"), False, 0, 1, 8)

@@ -30,8 +30,9 @@ def test_lora_full_whitening_amplifies_a_tiny_imaginary_part():
     ids, mask, _ = batch()
     ratios = {}
     for whiten in ("scalar", "full"):
-        cb = complexify(tiny_model("BertModel"), r=2, whiten=whiten, attention_score="real",
-                        head_output="real").eval()
+        cb = complexify(
+            tiny_model("BertModel"), r=2, whiten=whiten, attention_score="real", head_output="real"
+        ).eval()
         g = torch.Generator().manual_seed(0)
         with torch.no_grad():  # a tiny first update of every B (as after one small step)
             for n, p in cb.named_parameters():
@@ -99,8 +100,10 @@ def test_lora_whitening_measure_mlm_loss_after_first_steps_minilm():
     state = {k: v.clone() for k, v in hf.state_dict().items()}
     with torch.no_grad():
         real_loss = float(hf(input_ids=ev[0], attention_mask=ev[1], labels=ev[2]).loss)
-    print(f"\nreal MiniLM + fitted MLM head: eval MLM loss {real_loss:.3f} "
-          f"(train sentences {len(tr[0])}, eval {n_eval}, ln V = {math.log(30522):.2f})")
+    print(
+        f"\nreal MiniLM + fitted MLM head: eval MLM loss {real_loss:.3f} "
+        f"(train sentences {len(tr[0])}, eval {n_eval}, ln V = {math.log(30522):.2f})"
+    )
 
     # 2) complexify and measure the eval loss right after the first optimizer steps
     def run(lr: float, score: str, whiten: str, steps: int, every: int):
@@ -108,8 +111,9 @@ def test_lora_whitening_measure_mlm_loss_after_first_steps_minilm():
         model.load_state_dict(state)
         torch.manual_seed(0)
         cb = complexify(model, r=8, attention_score=score, head_output=score, whiten=whiten)
-        opt = torch.optim.AdamW([p for p in cb.parameters() if p.requires_grad], lr=lr,
-                                weight_decay=0.0)
+        opt = torch.optim.AdamW(
+            [p for p in cb.parameters() if p.requires_grad], lr=lr, weight_decay=0.0
+        )
         row = []
         for step in range(steps + 1):
             if step % every == 0:
@@ -136,8 +140,7 @@ def test_lora_whitening_measure_mlm_loss_after_first_steps_minilm():
             for whiten in ("scalar", "full"):
                 results[(lr, score, whiten)] = run(lr, score, whiten, steps=5, every=1)
     for whiten in ("scalar", "full"):  # a longer horizon, the paper's setting
-        results[(1e-4, "modulus-30", whiten)] = run(1e-4, "modulus", whiten, steps=30,
-                                                     every=10)
+        results[(1e-4, "modulus-30", whiten)] = run(1e-4, "modulus", whiten, steps=30, every=10)
     for (_, score, _), row in results.items():
         assert all(math.isfinite(lo) for _, lo, _ in row)
         if score == "real":  # step 0 = the real model exactly

@@ -46,8 +46,11 @@ def _explicit(q, k, v, score, allowed=None):
 
 def _mha(score="real", rotary=None, seed=0, **kw):
     torch.manual_seed(seed)
-    return cnn.MultiheadAttention(2, 8, 4, 3, dropout=0.0, rotary=rotary, score=score,
-                                  **kw).double().eval()
+    return (
+        cnn.MultiheadAttention(2, 8, 4, 3, dropout=0.0, rotary=rotary, score=score, **kw)
+        .double()
+        .eval()
+    )
 
 
 @pytest.mark.parametrize("score", SCORES)
@@ -118,8 +121,9 @@ def test_nn_documentation_example_via_top_level_package():
         print("ok")
     """)
     root = Path(__file__).resolve().parents[2]
-    res = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
-                         text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
 
 
@@ -130,10 +134,10 @@ def test_nn_causal_mask_blocks_the_future(score):
     y = mha(x, x, x, is_causal=True)
     for t in range(6):
         x2 = x.clone()
-        x2[:, t + 1:] += _crandn(2, 6 - t, 8, seed=10 + t)  # perturb the future of t
+        x2[:, t + 1 :] += _crandn(2, 6 - t, 8, seed=10 + t)  # perturb the future of t
         y2 = mha(x2, x2, x2, is_causal=True)
         assert_close(y2[:, : t + 1], y[:, : t + 1])
-        assert not torch.allclose(y2[:, t + 1:], y[:, t + 1:])
+        assert not torch.allclose(y2[:, t + 1 :], y[:, t + 1 :])
     # the same with an explicit bool mask (True = not allowed) and an additive one
     future = torch.ones(7, 7, dtype=torch.bool).triu(1)
     assert_close(mha(x, x, x, attn_mask=future), y)
@@ -181,7 +185,7 @@ def test_nn_kv_cache_decoding_equals_full_recomputation(score):
     cache = cnn.LayerKVCache()
     steps = [mha(x[:, :4], x[:, :4], x[:, :4], is_causal=True, cache=cache)]  # prompt
     for t in range(4, 9):
-        xt = x[:, t:t + 1]
+        xt = x[:, t : t + 1]
         steps.append(mha(xt, xt, xt, is_causal=True, cache=cache))
     assert cache.length == 9
     assert_close(torch.cat(steps, dim=1), full)
@@ -190,12 +194,12 @@ def test_nn_kv_cache_decoding_equals_full_recomputation(score):
     pad[1, 0] = True
     full_p = mha(x, x, x, is_causal=True, key_padding_mask=pad)
     cache = cnn.LayerKVCache()
-    outs = [mha(x[:, :1], x[:, :1], x[:, :1], is_causal=True, cache=cache,
-                key_padding_mask=pad[:, :1])]
+    outs = [
+        mha(x[:, :1], x[:, :1], x[:, :1], is_causal=True, cache=cache, key_padding_mask=pad[:, :1])
+    ]
     for t in range(1, 9):
-        xt = x[:, t:t + 1]
-        outs.append(mha(xt, xt, xt, is_causal=True, cache=cache,
-                        key_padding_mask=pad[:, :t + 1]))
+        xt = x[:, t : t + 1]
+        outs.append(mha(xt, xt, xt, is_causal=True, cache=cache, key_padding_mask=pad[:, : t + 1]))
     assert torch.isfinite(torch.view_as_real(outs[0])).all()
     assert_close(torch.cat(outs[1:], dim=1), full_p[:, 1:])
 
@@ -219,8 +223,7 @@ def test_nn_batch_first_false_and_dtype_preserved():
     y = mha(x, x, x)
     assert y.shape == (5, 3, 8) and y.dtype == torch.cfloat
     mha.batch_first = True
-    assert_close(mha(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1)),
-                 y.transpose(0, 1))
+    assert_close(mha(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1)), y.transpose(0, 1))
 
 
 def test_nn_attention_dropout_is_active_only_in_training():

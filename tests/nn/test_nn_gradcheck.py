@@ -21,16 +21,18 @@ def _crandn(*shape, seed=0):
     return torch.randn(*shape, dtype=torch.complex128, generator=g)
 
 
-def _check(module: torch.nn.Module, *inputs, fast: bool = False, with_params: bool = True,
-           **kwargs) -> None:
+def _check(
+    module: torch.nn.Module, *inputs, fast: bool = False, with_params: bool = True, **kwargs
+) -> None:
     """gradcheck w.r.t. inputs and parameters; ``fast`` uses gradcheck's random-projection
     mode (one random direction per input), ``with_params=False`` the inputs only."""
     module = module.double().eval()
     named = [(n, p) for n, p in module.named_parameters() if p.requires_grad and with_params]
     names = [n for n, _ in named]
     params = [p.detach().clone().requires_grad_(True) for _, p in named]
-    inputs = [x.detach().clone().requires_grad_(x.is_floating_point() or x.is_complex())
-              for x in inputs]
+    inputs = [
+        x.detach().clone().requires_grad_(x.is_floating_point() or x.is_complex()) for x in inputs
+    ]
     n_in = len(inputs)
 
     def f(*args):
@@ -56,8 +58,20 @@ def _check(module: torch.nn.Module, *inputs, fast: bool = False, with_params: bo
         lambda: cnn.SinusoidalPositionalEncoding(4),
         lambda: cnn.CoPE(4),
     ],
-    ids=["linear", "ln_full", "ln_scalar", "rmsnorm", "cgelu", "crelu", "modrelu", "zrelu",
-         "cardioid", "rotary", "sinusoidal", "cope"],
+    ids=[
+        "linear",
+        "ln_full",
+        "ln_scalar",
+        "rmsnorm",
+        "cgelu",
+        "crelu",
+        "modrelu",
+        "zrelu",
+        "cardioid",
+        "rotary",
+        "sinusoidal",
+        "cope",
+    ],
 )
 def test_nn_gradcheck_layers(make):
     module = make()
@@ -72,8 +86,9 @@ def test_nn_gradcheck_layers(make):
 @pytest.mark.parametrize("score", ["real", "modulus", "split", "phase"])
 def test_nn_gradcheck_multihead_attention(score):
     torch.manual_seed(0)
-    mha = cnn.MultiheadAttention(2, 4, 2, 3, dropout=0.0, score=score, bias=True,
-                                 rotary=cnn.RotaryEmbedding(2))
+    mha = cnn.MultiheadAttention(
+        2, 4, 2, 3, dropout=0.0, score=score, bias=True, rotary=cnn.RotaryEmbedding(2)
+    )
     x, mem = _crandn(1, 3, 4, seed=2), _crandn(1, 4, 4, seed=3)
     pad = torch.tensor([[False, False, False, True]])
     # full Jacobian w.r.t. the inputs; random projections w.r.t. inputs and parameters
@@ -85,8 +100,9 @@ def test_nn_gradcheck_multihead_attention(score):
 
 def test_nn_gradcheck_transformer_layers():
     torch.manual_seed(0)
-    enc = cnn.TransformerEncoderLayer(4, 2, 6, dropout=0.0, norm_first=True,
-                                      rotary=cnn.RotaryEmbedding(2))
+    enc = cnn.TransformerEncoderLayer(
+        4, 2, 6, dropout=0.0, norm_first=True, rotary=cnn.RotaryEmbedding(2)
+    )
     x = _crandn(1, 3, 4, seed=4)
     _check(enc, x, is_causal=True, with_params=False)
     _check(enc, x, is_causal=True, fast=True)
@@ -98,7 +114,20 @@ def test_nn_gradcheck_transformer_layers():
 
 def test_nn_gradcheck_vit_input():
     torch.manual_seed(0)
-    vit = ViT(4, 2, in_channels=1, num_classes=2, dim=4, depth=1, heads=2, mlp_dim=4,
-              pos_encoding="rotary").double().eval()
+    vit = (
+        ViT(
+            4,
+            2,
+            in_channels=1,
+            num_classes=2,
+            dim=4,
+            depth=1,
+            heads=2,
+            mlp_dim=4,
+            pos_encoding="rotary",
+        )
+        .double()
+        .eval()
+    )
     x = _crandn(1, 1, 4, 4, seed=7).requires_grad_(True)
     assert gradcheck(vit, (x,), eps=1e-6, atol=1e-5, rtol=1e-4)

@@ -68,8 +68,13 @@ def test_nn_embedding():
 def _cov2(z: torch.Tensor) -> torch.Tensor:
     """Per-token 2x2 covariance of (Re, Im) over the last dim: (..., 2, 2)."""
     re, im = z.real - z.real.mean(-1, keepdim=True), z.imag - z.imag.mean(-1, keepdim=True)
-    c = torch.stack([torch.stack([(re * re).mean(-1), (re * im).mean(-1)], -1),
-                     torch.stack([(im * re).mean(-1), (im * im).mean(-1)], -1)], -2)
+    c = torch.stack(
+        [
+            torch.stack([(re * re).mean(-1), (re * im).mean(-1)], -1),
+            torch.stack([(im * re).mean(-1), (im * im).mean(-1)], -1),
+        ],
+        -2,
+    )
     return c
 
 
@@ -121,8 +126,7 @@ def test_nn_layernorm_scalar_mode_does_not_amplify_a_small_imaginary_part():
 def test_nn_rmsnorm():
     torch.manual_seed(0)
     x = torch.randn(3, 8)
-    assert_close(cnn.RMSNorm(8)(x).real, torch.nn.RMSNorm(8, eps=1e-6)(x), rtol=1e-5,
-                 atol=1e-5)
+    assert_close(cnn.RMSNorm(8)(x).real, torch.nn.RMSNorm(8, eps=1e-6)(x), rtol=1e-5, atol=1e-5)
     z = _crandn(3, 8)
     y = cnn.RMSNorm(8).double()(z)
     assert_close(y, z / z.abs().pow(2).mean(-1, keepdim=True).add(1e-6).sqrt())
@@ -198,8 +202,14 @@ def test_nn_dropout_shares_the_mask_between_re_and_im():
 def test_nn_no_parameter_or_buffer_is_complex():
     rope = cnn.RotaryEmbedding(8, learnable=True)
     modules = [
-        cnn.Linear(4, 3), cnn.Embedding(5, 4), cnn.LayerNorm(4), cnn.RMSNorm(4),
-        cnn.ModReLU(4), cnn.CoPE(4), rope, cnn.SinusoidalPositionalEncoding(4),
+        cnn.Linear(4, 3),
+        cnn.Embedding(5, 4),
+        cnn.LayerNorm(4),
+        cnn.RMSNorm(4),
+        cnn.ModReLU(4),
+        cnn.CoPE(4),
+        rope,
+        cnn.SinusoidalPositionalEncoding(4),
         cnn.LearnedPositionalEmbedding(6, 4),
         cnn.MultiheadAttention(2, 16, 8, 8, rotary=rope, bias=True),
         cnn.Transformer(16, 2, 1, 1, 32, pos_encoding="cope"),

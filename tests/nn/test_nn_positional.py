@@ -55,10 +55,13 @@ def test_nn_rotary_scores_depend_only_on_relative_position():
         for delta in range(-t + 1, t):
             diag = torch.diagonal(s, offset=delta)
             assert_close(diag, diag[0].expand_as(diag), rtol=1e-10, atol=1e-10)
-        expected = torch.stack([
-            (q0 * k0.conj() * torch.exp(1j * _omega(d) * (m - n))).sum()
-            for m in range(t) for n in range(t)
-        ]).reshape(t, t)
+        expected = torch.stack(
+            [
+                (q0 * k0.conj() * torch.exp(1j * _omega(d) * (m - n))).sum()
+                for m in range(t)
+                for n in range(t)
+            ]
+        ).reshape(t, t)
         assert_close(s, expected, rtol=1e-9, atol=1e-9)
 
 
@@ -67,8 +70,7 @@ def test_nn_sinusoidal_closed_form():
     x = _crandn(2, 9, d)
     pe = cnn.SinusoidalPositionalEncoding(d)
     assert_close(pe(x), x + _phasor(_omega(d), 9), rtol=1e-6, atol=1e-6)
-    assert_close(pe(x[:, 4:], offset=4), (x + _phasor(_omega(d), 9))[:, 4:], rtol=1e-6,
-                 atol=1e-6)
+    assert_close(pe(x[:, 4:], offset=4), (x + _phasor(_omega(d), 9))[:, 4:], rtol=1e-6, atol=1e-6)
     assert not list(pe.parameters())
 
 
@@ -164,8 +166,11 @@ def test_nn_sinusoidal_equals_complextorch(ct, offset):
 def test_nn_cope_equals_complextorch(ct):
     d = 8
     ours, theirs = cnn.CoPE(d), ct.nn.CoPE(d)
-    assert sum(p.numel() for p in theirs.parameters()) == sum(
-        p.numel() for p in ours.parameters()) == 2 * d
+    assert (
+        sum(p.numel() for p in theirs.parameters())
+        == sum(p.numel() for p in ours.parameters())
+        == 2 * d
+    )
     with torch.no_grad():
         for p in (ours.phi, theirs.phi):
             p.copy_(torch.arange(d) * 0.25)

@@ -49,12 +49,10 @@ def test_nn_transformer_forward_shapes_and_masks(pos_encoding):
     # padded source keys never matter to the decoder output
     pad = torch.zeros(2, 6, dtype=torch.bool)
     pad[0, 4:] = True
-    a = model(src, tgt, src_key_padding_mask=pad, memory_key_padding_mask=pad,
-              tgt_is_causal=True)
+    a = model(src, tgt, src_key_padding_mask=pad, memory_key_padding_mask=pad, tgt_is_causal=True)
     src2 = src.clone()
     src2[0, 4:] = 100.0
-    b = model(src2, tgt, src_key_padding_mask=pad, memory_key_padding_mask=pad,
-              tgt_is_causal=True)
+    b = model(src2, tgt, src_key_padding_mask=pad, memory_key_padding_mask=pad, tgt_is_causal=True)
     assert_close(a, b)
 
 
@@ -72,8 +70,18 @@ def test_nn_transformer_batch_first_false():
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_nn_decoder_kv_cache_equals_full_recomputation(pos_encoding, norm_first):
     torch.manual_seed(0)
-    model = cnn.Transformer(8, 2, 1, 2, 16, dropout=0.0, pos_encoding=pos_encoding,
-                            max_len=16, norm_first=norm_first, score="modulus")
+    model = cnn.Transformer(
+        8,
+        2,
+        1,
+        2,
+        16,
+        dropout=0.0,
+        pos_encoding=pos_encoding,
+        max_len=16,
+        norm_first=norm_first,
+        score="modulus",
+    )
     model = model.double().eval()
     src, tgt = _crandn(2, 5, 8, seed=1), _crandn(2, 7, 8, seed=2)
     full = model(src, tgt, tgt_is_causal=True)
@@ -81,7 +89,7 @@ def test_nn_decoder_kv_cache_equals_full_recomputation(pos_encoding, norm_first)
     cache = model.new_cache()
     outs = [model.decode(tgt[:, :3], memory, tgt_is_causal=True, cache=cache)]
     for t in range(3, 7):
-        outs.append(model.decode(tgt[:, t:t + 1], memory, tgt_is_causal=True, cache=cache))
+        outs.append(model.decode(tgt[:, t : t + 1], memory, tgt_is_causal=True, cache=cache))
     assert cache.offset == 7
     assert_close(torch.cat(outs, 1), full)
     # dropping a batch row from the cache keeps decoding consistent
@@ -112,8 +120,17 @@ def test_nn_transformer_trains():
 @pytest.mark.parametrize("logits", ["modulus", "real"])
 def test_nn_vit_shapes(pos_encoding, logits):
     torch.manual_seed(0)
-    vit = ViT(8, 4, in_channels=2, num_classes=3, dim=8, depth=1, heads=2,
-              pos_encoding=pos_encoding, logits=logits)
+    vit = ViT(
+        8,
+        4,
+        in_channels=2,
+        num_classes=3,
+        dim=8,
+        depth=1,
+        heads=2,
+        pos_encoding=pos_encoding,
+        logits=logits,
+    )
     x = torch.randn(5, 2, 8, 8, dtype=torch.cfloat)
     y = vit(x)
     assert y.shape == (5, 3) and y.dtype == torch.float32

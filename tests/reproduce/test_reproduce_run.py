@@ -20,8 +20,13 @@ def test_plan_tables_share_runs_and_differ_only_in_the_model(tmp_path):
     assert len(runs) == 24 and len({r.variant for r in runs}) == 8
     assert runs[0].run_dir == run_dir(tmp_path, "learned", 0) == tmp_path / "runs/learned/seed0"
     # identical training settings except the seed and the directory
-    tcs = {json.dumps({k: v for k, v in r.train_config.to_dict().items()
-                       if k not in ("out_dir", "seed")}, sort_keys=True) for r in runs}
+    tcs = {
+        json.dumps(
+            {k: v for k, v in r.train_config.to_dict().items() if k not in ("out_dir", "seed")},
+            sort_keys=True,
+        )
+        for r in runs
+    }
     assert len(tcs) == 1
     assert {r.train_config.seed for r in runs} == {0, 1, 2}
     models = {r.variant: r.model_config for r in runs}
@@ -40,10 +45,23 @@ def test_paper_scale_is_the_papers_appendix_a():
     paper = SCALES["paper"]
     m, t = paper.model_config("cmha"), paper.train_config("x", 0)
     assert (m.n_layer, m.d_model, m.n_head, m.d_ff, m.dropout, m.max_seq_len) == (
-        8, 512, 8, 1024, 0.1, 512)
+        8,
+        512,
+        8,
+        1024,
+        0.1,
+        512,
+    )
     assert m.pcl and not m.tie_embeddings
     assert (t.lr, t.betas, t.eps, t.weight_decay, t.warmup_frac, t.schedule, t.batch_size) == (
-        1e-4, (0.9, 0.98), 1e-9, 0.01, 0.05, "cosine", 8)
+        1e-4,
+        (0.9, 0.98),
+        1e-9,
+        0.01,
+        0.05,
+        "cosine",
+        8,
+    )
     assert t.data == "hf:Salesforce/wikitext:wikitext-103-raw-v1" and t.tokenizer == "gpt2"
     assert paper.evaluator == "gpt2-large"
     text = paper.text_config(t.data, paper.evaluator)
@@ -56,8 +74,20 @@ def test_paper_scale_is_the_papers_appendix_a():
 def test_cli_dry_run(tmp_path, capsys):
     p = argparse.ArgumentParser(prog="complexformer")
     add_reproduce_parser(p.add_subparsers(dest="command", required=True))
-    args = p.parse_args(["reproduce", "--table", "4", "--scale", "tiny", "--seeds", "2",
-                         "--out", str(tmp_path), "--dry-run"])
+    args = p.parse_args(
+        [
+            "reproduce",
+            "--table",
+            "4",
+            "--scale",
+            "tiny",
+            "--seeds",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--dry-run",
+        ]
+    )
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert "runs (10):" in out and "cmha_nopcl/seed1" in out
@@ -65,9 +95,17 @@ def test_cli_dry_run(tmp_path, capsys):
 
 
 def _config(out, scale, evaluator_dir, **kw):
-    return ReproduceConfig(out=str(out), tables=("1", "4", "extrapolation"), scale=scale,
-                           seeds=1, evaluator=str(evaluator_dir), threads=1,
-                           device="cpu", only=("rope", "cmha"), **kw)
+    return ReproduceConfig(
+        out=str(out),
+        tables=("1", "4", "extrapolation"),
+        scale=scale,
+        seeds=1,
+        evaluator=str(evaluator_dir),
+        threads=1,
+        device="cpu",
+        only=("rope", "cmha"),
+        **kw,
+    )
 
 
 def _table_numbers(payload):
@@ -77,34 +115,51 @@ def _table_numbers(payload):
 def test_micro_reproduction_is_deterministic_and_resumable(
     tmp_path, micro_scale, tiny_evaluator_dir, tiny_evaluator
 ):
-    a = reproduce(_config(tmp_path / "a", micro_scale, tiny_evaluator_dir), log=None,
-                  evaluator=tiny_evaluator)
-    b = reproduce(_config(tmp_path / "b", micro_scale, tiny_evaluator_dir), log=None,
-                  evaluator=tiny_evaluator)
+    a = reproduce(
+        _config(tmp_path / "a", micro_scale, tiny_evaluator_dir), log=None, evaluator=tiny_evaluator
+    )
+    b = reproduce(
+        _config(tmp_path / "b", micro_scale, tiny_evaluator_dir), log=None, evaluator=tiny_evaluator
+    )
     assert a["trained"] == b["trained"] == 2 and len(a["runs"]) == 2
     for t in ("1", "4", "extrapolation"):
         assert _table_numbers(a["tables"][t]["payload"]) == _table_numbers(
-            b["tables"][t]["payload"])
+            b["tables"][t]["payload"]
+        )
     row = {r["variant"]: r for r in a["tables"]["1"]["payload"]["rows"]}
     assert row["cmha"]["n"] == 1 and row["learned"]["n"] == 0
     res = {r["variant"]: r for r in a["runs"]}
     assert res["cmha"]["pcl"] and res["cmha"]["gen_ppl"] is not None
     assert set(res["rope"]["extrapolation"]) == {"1", "2"}
     # the tables read the same run directories (cmha and rope appear in 1, 4, extrapolation)
-    for name in ("table1.md", "table4.md", "table_extrapolation.md", "table1.json",
-                 "loss_table1.png", "loss_table4.png", "table_extrapolation.png",
-                 "reproduce.json", "invocations.jsonl"):
+    for name in (
+        "table1.md",
+        "table4.md",
+        "table_extrapolation.md",
+        "table1.json",
+        "loss_table1.png",
+        "loss_table4.png",
+        "table_extrapolation.png",
+        "reproduce.json",
+        "invocations.jsonl",
+    ):
         assert (tmp_path / "a" / name).is_file(), name
     assert "ComplexFormer" in (tmp_path / "a" / "table1.md").read_text()
 
     # rerunning into the same directory retrains and re-evaluates nothing
     run = tmp_path / "a" / "runs" / "cmha" / "seed0"
-    watched = [run / "summary.json", run / "model" / "model.safetensors",
-               *sorted((run / "eval").rglob("*.json"))]
+    watched = [
+        run / "summary.json",
+        run / "model" / "model.safetensors",
+        *sorted((run / "eval").rglob("*.json")),
+    ]
     before = {p: p.stat().st_mtime_ns for p in watched}
     lines: list[str] = []
-    again = reproduce(_config(tmp_path / "a", micro_scale, tiny_evaluator_dir),
-                      log=lines.append, evaluator=tiny_evaluator)
+    again = reproduce(
+        _config(tmp_path / "a", micro_scale, tiny_evaluator_dir),
+        log=lines.append,
+        evaluator=tiny_evaluator,
+    )
     assert again["trained"] == 0 and again["skipped"] == 2
     log = [json.loads(x) for x in (tmp_path / "a" / "invocations.jsonl").read_text().splitlines()]
     assert [(x["trained"], x["evaluated"]) for x in log] == [(2, 2), (0, 0)]
@@ -112,15 +167,18 @@ def test_micro_reproduction_is_deterministic_and_resumable(
     assert sum("finished already" in m for m in lines) == 2
     assert sum("evaluated already" in m for m in lines) == 2
     assert _table_numbers(again["tables"]["1"]["payload"]) == _table_numbers(
-        a["tables"]["1"]["payload"])
-    assert "finished, evaluated" in format_plan(_config(tmp_path / "a", micro_scale,
-                                                        tiny_evaluator_dir))
+        a["tables"]["1"]["payload"]
+    )
+    assert "finished, evaluated" in format_plan(
+        _config(tmp_path / "a", micro_scale, tiny_evaluator_dir)
+    )
 
     # a run directory trained with other settings is refused, not mixed into the table
     longer = micro_scale.replace(max_steps=11)
     with pytest.raises(ValueError, match="other settings"):
-        reproduce(_config(tmp_path / "a", longer, tiny_evaluator_dir), log=None,
-                  evaluator=tiny_evaluator)
+        reproduce(
+            _config(tmp_path / "a", longer, tiny_evaluator_dir), log=None, evaluator=tiny_evaluator
+        )
 
 
 def test_interrupted_run_resumes_and_train_only(tmp_path, micro_scale):
@@ -128,9 +186,17 @@ def test_interrupted_run_resumes_and_train_only(tmp_path, micro_scale):
     ``train_only`` nothing is evaluated."""
     from complexformer.training import train
 
-    config = ReproduceConfig(out=str(tmp_path), tables=("4",), scale=micro_scale, seeds=1,
-                             evaluator="none", threads=1, device="cpu", only=("rope/seed0",),
-                             train_only=True)
+    config = ReproduceConfig(
+        out=str(tmp_path),
+        tables=("4",),
+        scale=micro_scale,
+        seeds=1,
+        evaluator="none",
+        threads=1,
+        device="cpu",
+        only=("rope/seed0",),
+        train_only=True,
+    )
     (run,) = [r for r in plan_runs(config) if r.selected]
 
     class Stop(Exception):
@@ -141,8 +207,9 @@ def test_interrupted_run_resumes_and_train_only(tmp_path, micro_scale):
             raise Stop
 
     with pytest.raises(Stop):
-        train(run.model_config, run.train_config.replace(save_every=5), log=None,
-              callback=stop_at_5)
+        train(
+            run.model_config, run.train_config.replace(save_every=5), log=None, callback=stop_at_5
+        )
     assert run.checkpoint_step() == 5 and not run.finished
     lines: list[str] = []
     out = reproduce(config, log=lines.append)

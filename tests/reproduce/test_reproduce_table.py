@@ -32,8 +32,15 @@ from complexformer.reproduce.table import (
 
 
 def _result(variant, seed, **metrics):
-    base = dict(params=1_234_567, val_ppl=100.0, test_ppl=110.0, gen_ppl=50.0, dist_1=0.5,
-                dist_2=0.8, rep_4=0.02)
+    base = dict(
+        params=1_234_567,
+        val_ppl=100.0,
+        test_ppl=110.0,
+        gen_ppl=50.0,
+        dist_1=0.5,
+        dist_2=0.8,
+        rep_4=0.02,
+    )
     return {"variant": variant, "seed": seed, **base, **metrics}
 
 
@@ -64,10 +71,8 @@ def test_paired_t_test_hand_computed():
 @pytest.mark.parametrize("t", [0.3, 1.0, 2.5, 12.0])
 def test_t_distribution_closed_forms(t):
     # df = 1 (Cauchy): p = 1 - 2 atan(t) / pi; df = 2: p = 1 - t / sqrt(2 + t^2).
-    assert student_t_two_sided_p(t, 1) == pytest.approx(1 - 2 * math.atan(t) / math.pi,
-                                                        abs=1e-12)
-    assert student_t_two_sided_p(-t, 2) == pytest.approx(1 - t / math.sqrt(2 + t * t),
-                                                         abs=1e-12)
+    assert student_t_two_sided_p(t, 1) == pytest.approx(1 - 2 * math.atan(t) / math.pi, abs=1e-12)
+    assert student_t_two_sided_p(-t, 2) == pytest.approx(1 - t / math.sqrt(2 + t * t), abs=1e-12)
     # df = 4: p = 1 - (t / sqrt(4 + t^2)) (1 + 2 / (4 + t^2)) ... via I_x(2, 1/2).
     x = 4 / (4 + t * t)
     closed = 1 - math.sqrt(1 - x) * (1 + x / 2)  # I_x(2, 1/2) = 1 - sqrt(1-x)(1 + x/2)
@@ -91,23 +96,46 @@ def test_paired_t_test_few_seeds_or_equal_differences():
 
 # ---------------------------------------------------------------------- tables
 def _table1_results():
-    rope = [_result("rope", s, val_ppl=v, gen_ppl=g, rep_4=0.03)
-            for s, v, g in [(0, 100.0, 40.0), (1, 102.0, 42.0), (2, 104.0, 44.0)]]
+    rope = [
+        _result("rope", s, val_ppl=v, gen_ppl=g, rep_4=0.03)
+        for s, v, g in [(0, 100.0, 40.0), (1, 102.0, 42.0), (2, 104.0, 44.0)]
+    ]
     # cmha: val ppl differs from rope's by -1, -2, -3 (same seed), gen-PPL by +1, +1, +1.
-    cmha = [_result("cmha", s, val_ppl=v, gen_ppl=g, rep_4=0.01, params=1_300_000)
-            for s, v, g in [(0, 99.0, 41.0), (1, 100.0, 43.0), (2, 101.0, 45.0)]]
+    cmha = [
+        _result("cmha", s, val_ppl=v, gen_ppl=g, rep_4=0.01, params=1_300_000)
+        for s, v, g in [(0, 99.0, 41.0), (1, 100.0, 43.0), (2, 101.0, 45.0)]
+    ]
     return rope + cmha + [_result("learned", 0, val_ppl=130.0)]
 
 
 def test_table1_columns_means_and_paired_differences():
     payload = build_table1(_table1_results())
-    assert payload["columns"] == ["Model", "Params (M)", "val ppl ↓", "test ppl ↓",
-                                  "gen-PPL ↓", "Dist-1 ↑", "Dist-2 ↑", "Rep-4 (×10⁻²) ↓"]
+    assert payload["columns"] == [
+        "Model",
+        "Params (M)",
+        "val ppl ↓",
+        "test ppl ↓",
+        "gen-PPL ↓",
+        "Dist-1 ↑",
+        "Dist-2 ↑",
+        "Rep-4 (×10⁻²) ↓",
+    ]
     rows = {r["variant"]: r for r in payload["rows"]}
     assert [r["variant"] for r in payload["rows"]] == [
-        "learned", "sinusoidal", "gpt2", "rope", "cmha_shared", "cmha"]
-    assert rows["rope"]["cells"][:5] == ["1.23", "102.00 ± 2.00", "110.00 ± 0.00",
-                                         "42.00 ± 2.00", "0.500 ± 0.000"]
+        "learned",
+        "sinusoidal",
+        "gpt2",
+        "rope",
+        "cmha_shared",
+        "cmha",
+    ]
+    assert rows["rope"]["cells"][:5] == [
+        "1.23",
+        "102.00 ± 2.00",
+        "110.00 ± 0.00",
+        "42.00 ± 2.00",
+        "0.500 ± 0.000",
+    ]
     assert rows["cmha"]["cells"][1] == "100.00 ± 1.00"
     assert rows["cmha"]["cells"][-1] == "1.00 ± 0.00"  # Rep-4 0.01 -> 1.00 x 10^-2
     assert rows["learned"]["n"] == 1 and rows["learned"]["cells"][1] == "130.00"
@@ -148,8 +176,7 @@ def test_table4_deltas_against_the_full_model():
 
 
 def test_extrapolation_table_learned_is_na_beyond_t():
-    res = [dict(_result("rope", s), extrapolation={"1": 10.0 + s, "2": 11.0 + s})
-           for s in range(2)]
+    res = [dict(_result("rope", s), extrapolation={"1": 10.0 + s, "2": 11.0 + s}) for s in range(2)]
     res += [dict(_result("learned", s), extrapolation={"1": 9.0, "2": None}) for s in range(2)]
     payload = build_extrapolation_table(res, multipliers=(1, 2))
     rows = {r["variant"]: r for r in payload["rows"]}
@@ -162,8 +189,12 @@ def test_extrapolation_table_learned_is_na_beyond_t():
 
 
 def test_paired_comparison_only_uses_shared_seeds():
-    res = [_result("rope", 0, val_ppl=10.0), _result("rope", 1, val_ppl=12.0),
-           _result("cmha", 1, val_ppl=11.0), _result("cmha", 2, val_ppl=9.0)]
+    res = [
+        _result("rope", 0, val_ppl=10.0),
+        _result("rope", 1, val_ppl=12.0),
+        _result("cmha", 1, val_ppl=11.0),
+        _result("cmha", 2, val_ppl=9.0),
+    ]
     rows = paired_comparison(res, ["rope", "cmha"], "rope", TABLE1_METRICS[1:2])["rows"]
     assert rows == [dict(rows[0], seeds=[1], diffs=[-1.0])]
 
@@ -183,22 +214,36 @@ def _fabricate_run(run, settings, val_ppl, gen_ppl):
     """Write what training and evaluation leave in a run directory (no model)."""
     d = run.run_dir
     d.mkdir(parents=True)
-    (d / "summary.json").write_text(json.dumps({"steps": 10, "elapsed_s": 3.0,
-                                                "tokens_seen": 1280, "val_ppl": val_ppl}))
+    (d / "summary.json").write_text(
+        json.dumps({"steps": 10, "elapsed_s": 3.0, "tokens_seen": 1280, "val_ppl": val_ppl})
+    )
     paths = eval_paths(d, settings, 10)
     paths["ppl"].parent.mkdir(parents=True)
-    paths["ppl"].write_text(json.dumps({
-        "params": 5000, "time_s": 1.0, "val": {"loss": math.log(val_ppl), "ppl": val_ppl},
-        "test": {"loss": math.log(val_ppl + 1), "ppl": val_ppl + 1}}))
+    paths["ppl"].write_text(
+        json.dumps(
+            {
+                "params": 5000,
+                "time_s": 1.0,
+                "val": {"loss": math.log(val_ppl), "ppl": val_ppl},
+                "test": {"loss": math.log(val_ppl + 1), "ppl": val_ppl + 1},
+            }
+        )
+    )
     paths["text"].parent.mkdir(parents=True)
-    paths["text"].write_text(json.dumps({
-        "metrics": {"gen_ppl": gen_ppl, "dist_1": 0.5, "dist_2": 0.9, "rep_4": None},
-        "timing": {"generate_s": 1.0, "score_s": 2.0}}))
+    paths["text"].write_text(
+        json.dumps(
+            {
+                "metrics": {"gen_ppl": gen_ppl, "dist_1": 0.5, "dist_2": 0.9, "rep_4": None},
+                "timing": {"generate_s": 1.0, "score_s": 2.0},
+            }
+        )
+    )
 
 
 def test_tables_from_fabricated_run_directories(tmp_path, micro_scale):
-    config = ReproduceConfig(out=str(tmp_path), tables=("1",), scale=micro_scale, seeds=3,
-                             evaluator="none")
+    config = ReproduceConfig(
+        out=str(tmp_path), tables=("1",), scale=micro_scale, seeds=3, evaluator="none"
+    )
     settings = eval_settings(config)
     runs = {(r.variant, r.seed): r for r in plan_runs(config)}
     for s in range(3):
@@ -219,6 +264,9 @@ def test_tables_from_fabricated_run_directories(tmp_path, micro_scale):
     assert paired[("cmha", "val_ppl")]["diffs"] == [-2.0, -2.0, -2.0]
     assert paired[("cmha", "gen_ppl")]["diffs"] == [1.0, 1.0, 1.0]
     # other evaluation settings have other result files: nothing cached under them
-    other = eval_settings(ReproduceConfig(out=str(tmp_path), tables=("1",), scale=micro_scale,
-                                          seeds=3, evaluator="gpt2-large"))
+    other = eval_settings(
+        ReproduceConfig(
+            out=str(tmp_path), tables=("1",), scale=micro_scale, seeds=3, evaluator="gpt2-large"
+        )
+    )
     assert cached_result(runs[("cmha", 0)], other) is None

@@ -123,8 +123,9 @@ def test_schedule_warmup_then_cosine_to_min_lr():
 
 
 def test_schedule_linear_warmup_then_linear_decay():
-    cfg = TrainConfig(out_dir="x", max_steps=101, lr=1e-4, warmup_frac=0.1, min_lr_ratio=0.0,
-                      schedule="linear")
+    cfg = TrainConfig(
+        out_dir="x", max_steps=101, lr=1e-4, warmup_frac=0.1, min_lr_ratio=0.0, schedule="linear"
+    )
     w = cfg.warmup_steps()
     for s in range(w):
         assert lr_at(s, cfg) == pytest.approx(1e-4 * (s + 1) / w)

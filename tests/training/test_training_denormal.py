@@ -8,8 +8,7 @@ import torch
 from complexformer.training import train
 
 
-def test_denormals_flushed_during_the_run_and_restored(model_config, make_train_config,
-                                                       tmp_path):
+def test_denormals_flushed_during_the_run_and_restored(model_config, make_train_config, tmp_path):
     seen = []
 
     def probe(info):

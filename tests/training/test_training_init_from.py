@@ -13,8 +13,9 @@ from complexformer.training import load_run, train
 from complexformer.training.task import LMTask
 
 
-def test_init_from_starts_from_the_trained_weights(reference, model_config, make_train_config,
-                                                   tmp_path):
+def test_init_from_starts_from_the_trained_weights(
+    reference, model_config, make_train_config, tmp_path
+):
     ref_dir, _ = reference
     src = load_run(ref_dir)
     task = LMTask(model_config)
@@ -26,8 +27,9 @@ def test_init_from_starts_from_the_trained_weights(reference, model_config, make
     task.prepare(tc, tmp_path / "cont", False, _Dist(), None)
     assert task.tokenizer.fingerprint == src.tokenizer.fingerprint  # the init run's tokenizer
     model = task.build_model()
-    for (name, a), b in zip(model.state_dict().items(), src.model.state_dict().values(),
-                            strict=True):
+    for (name, a), b in zip(
+        model.state_dict().items(), src.model.state_dict().values(), strict=True
+    ):
         assert torch.equal(a, b), name
     summary = train(model_config, tc, log=None)
     rows = [json.loads(x) for x in (tmp_path / "cont" / "metrics.jsonl").read_text().splitlines()]
