@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # makes tests/common_testlib.py importable from every folder
-    sys.path.insert(0, str(HERE))
-
 #: test folders of tiny models: one torch thread (OpenMP barriers only cost time when the
 #: machine is shared).
-ONE_THREAD_DIRS = ("nn", "lora", "evaluation")
+ONE_THREAD_DIRS = ("nn", "cmplxbert", "evaluation")
 #: test folders that train runs: a private tokenizer/token cache, no torchrun environment.
 PRIVATE_CACHE_DIRS = ("training", "evaluation", "reproduce")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from evaluation_testlib import TINY_MODEL, TINY_TRAIN, write_corpus
+
+from tests.evaluation.evaluation_testlib import TINY_MODEL, TINY_TRAIN, write_corpus
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from common_testlib import WORDS, write_corpus  # noqa: F401  (re-exported)
+
+from tests.common_testlib import WORDS, write_corpus  # noqa: F401  (re-exported)
 
 # A tiny CMHA model: 1 layer, 2 heads, 32 dims, trained on 64-token blocks.
 TINY_MODEL = dict(vocab_size=300, n_layer=1, n_head=2, d_model=32, d_ff=64, max_seq_len=64)

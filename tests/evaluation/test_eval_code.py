@@ -343,10 +343,9 @@ def test_run_code_suite_on_the_tiny_model(tiny_run, suite_file, tmp_path):
 
 
 def test_learned_positions_left_truncate_long_prompts(tiny_run, suite_file):
-    from evaluation_testlib import TINY_MODEL
-
     from complexformer.models import ComplexFormerLM, GPTConfig
     from complexformer.training import load_run
+    from tests.evaluation.evaluation_testlib import TINY_MODEL
 
     tokenizer = load_run(tiny_run).tokenizer
     model = ComplexFormerLM(GPTConfig(**{**TINY_MODEL, "pos_scheme": "learned"})).eval()

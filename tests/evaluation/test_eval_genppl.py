@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from evaluation_testlib import build_tiny_gpt2
 from torch.testing import assert_close
 
 from complexformer.evaluation.genppl import (
@@ -18,6 +17,7 @@ from complexformer.evaluation.genppl import (
     resolve_evaluator,
     score_continuations,
 )
+from tests.evaluation.evaluation_testlib import build_tiny_gpt2
 
 pytest.importorskip("transformers")
 

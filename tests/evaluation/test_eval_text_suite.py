@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory):
-    from evaluation_testlib import build_tiny_gpt2
+    from tests.evaluation.evaluation_testlib import build_tiny_gpt2
 
     return build_tiny_gpt2(tmp_path_factory.mktemp("text_suite_gpt2"))
 

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from common_testlib import write_corpus  # tests/ is on sys.path (tests/conftest.py)
 
-# The tiny GPT-2 evaluator of the evaluation tests (imported, not copied).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evaluation"))
-from evaluation_testlib import build_tiny_gpt2  # noqa: E402
-
-from complexformer.reproduce.variants import Scale  # noqa: E402
+from complexformer.reproduce.variants import Scale
+from tests.common_testlib import write_corpus
+from tests.evaluation.evaluation_testlib import build_tiny_gpt2  # the evaluation tests' tiny GPT-2
 
 
 @pytest.fixture(scope="session")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from training_testlib import REFERENCE_MODEL, REFERENCE_TRAIN, write_corpus
 
 from complexformer.models import GPTConfig
 from complexformer.training import TrainConfig
+from tests.training.training_testlib import REFERENCE_MODEL, REFERENCE_TRAIN, write_corpus
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,10 @@ import sys
 import pytest
 import torch
 import torch.distributed as tdist
-from training_testlib import REFERENCE_MODEL, REFERENCE_TRAIN
 
 from complexformer.models import GPTConfig
 from complexformer.training import TrainConfig, load_run, read_metrics, train
+from tests.training.training_testlib import REFERENCE_MODEL, REFERENCE_TRAIN
 
 pytestmark = pytest.mark.skipif(
     not tdist.is_available() or not tdist.is_gloo_available(), reason="needs gloo"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from common_testlib import WORDS, write_corpus  # noqa: F401  (re-exported)
+from tests.common_testlib import WORDS, write_corpus  # noqa: F401  (re-exported)
 
 REFERENCE_MODEL = dict(vocab_size=300, n_layer=1, n_head=2, d_model=32, d_ff=64, max_seq_len=32)
 REFERENCE_TRAIN = dict(

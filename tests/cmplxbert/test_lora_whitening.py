@@ -15,7 +15,8 @@ import math
 
 import pytest
 import torch
-from lora_testlib import batch, mask_tokens, tiny_model
+
+from tests.cmplxbert.lora_testlib import batch, mask_tokens, tiny_model
 
 pytest.importorskip("transformers")
 

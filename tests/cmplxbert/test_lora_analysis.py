@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lora_testlib import tiny_model
 
 from complexformer.lora import ComplexLoRAConfig
 from complexformer.lora.analysis import (
@@ -13,6 +12,7 @@ from complexformer.lora.analysis import (
     plot_embedding_scatter,
 )
 from complexformer.models.cbert import complexify
+from tests.cmplxbert.lora_testlib import tiny_model
 
 pytest.importorskip("transformers")
 

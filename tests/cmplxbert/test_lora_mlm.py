@@ -7,13 +7,13 @@ import json
 
 import pytest
 import torch
-from lora_testlib import save_tiny_bert_dir, write_docstring_corpus
 from torch.testing import assert_close
 
 from complexformer.lora import ComplexLoRAConfig
 from complexformer.lora.mlm import MLMTask, mask_tokens, masking_generator
 from complexformer.lora.pretrained import is_cmplxbert_dir, load_cmplxbert
 from complexformer.training import TrainConfig, train_task
+from tests.cmplxbert.lora_testlib import save_tiny_bert_dir, write_docstring_corpus
 
 pytest.importorskip("transformers")
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from lora_testlib import save_tiny_bert_dir, write_docstring_corpus
 
 from complexformer.cli import main
+from tests.cmplxbert.lora_testlib import save_tiny_bert_dir, write_docstring_corpus
 
 pytest.importorskip("transformers")
 

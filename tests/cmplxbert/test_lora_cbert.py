@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from lora_testlib import batch, char_mlm_batch, tiny_model
 from torch import nn
 from torch.testing import assert_close
+
+from tests.cmplxbert.lora_testlib import batch, char_mlm_batch, tiny_model
 
 pytest.importorskip("transformers")
 

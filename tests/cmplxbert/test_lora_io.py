@@ -6,9 +6,10 @@ import json
 
 import pytest
 import torch
-from lora_testlib import batch, tiny_model
 from torch import nn
 from torch.testing import assert_close
+
+from tests.cmplxbert.lora_testlib import batch, tiny_model
 
 pytest.importorskip("transformers")
 
