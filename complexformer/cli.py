@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._config import parse_overrides, unknown_key_error
 from ._report import jsonable
 
 DEFAULT_PROMPT = "import os\n\n\ndef"
@@ -35,32 +36,9 @@ true/false, null), else as a string.
 """
 
 
-def _parse_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        low = text.strip().lower()
-        if low in ("true", "false"):
-            return low == "true"
-        if low in ("none", "null"):
-            return None
-        return text
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["a=1", "b=x"]`` -> ``{"a": 1, "b": "x"}``; a malformed item raises ValueError."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
-        out[key.strip()] = _parse_value(value)
-    return out
-
-
 def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Route overrides to the model config or the training config; unknown keys raise."""
-    from .models.config import GPTConfig, unknown_key_error
+    from .models.config import GPTConfig
     from .training import TrainConfig
 
     model_keys, train_keys = set(GPTConfig.field_names()), set(TrainConfig.field_names())

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import atomic_write_text
+from .._config import ConfigBase
 from .._optional import require
 from .._report import markdown_table, write_report
 from .passk import DEFAULT_KS, mean_pass_at_k, pass_at_k
@@ -310,7 +311,7 @@ def load_problems(
 
 # --------------------------------------------------------------------------- the suite
 @dataclass
-class CodeSuiteConfig:
+class CodeSuiteConfig(ConfigBase):
     """Settings of the code suite (defaults: the HumanEval protocol of Chen et al. 2021).
 
     Attributes:

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._atomic import atomic_output
+from .._config import ConfigBase
 from .._report import markdown_table, write_report
 
 __all__ = [
@@ -59,7 +60,7 @@ _SPLITS = ("train", "val", "test")
 
 
 @dataclass
-class ExtrapolationConfig:
+class ExtrapolationConfig(ConfigBase):
     """Settings of the extrapolation suite.
 
     Attributes:

@@ -50,6 +50,7 @@ import torch
 from torch import Tensor, nn
 
 from .._atomic import atomic_output, atomic_write
+from .._config import ConfigBase
 from .._report import markdown_table, write_report
 from ..attention.functional import alibi_bias, apply_rope, causal_mask, polar_rotate
 from ..attention.module import PAIRS, CausalSelfAttention
@@ -88,7 +89,7 @@ _MEASURE_LABELS = {
 
 
 @dataclass
-class HeadsConfig:
+class HeadsConfig(ConfigBase):
     """Settings of the heads suite.
 
     Attributes:

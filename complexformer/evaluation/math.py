@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from .._config import ConfigBase
 from .._optional import require
 from .._report import markdown_table, write_report
 
@@ -443,7 +444,7 @@ def load_math_problems(data: str, split: str = "test") -> list[dict[str, Any]]:
 
 # ----------------------------------------------------------------------------- suite
 @dataclass
-class MathSuiteConfig:
+class MathSuiteConfig(ConfigBase):
     """Settings of the math suite.
 
     Attributes:

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from .._config import ConfigBase
 from .._report import markdown_table, write_report
 from .genppl import DEFAULT_EVALUATOR, Evaluator, load_evaluator, score_continuations
 from .text_metrics import distinct_n, repetition_n, sequence_repetition
@@ -38,7 +39,7 @@ __all__ = ["TextSuiteConfig", "run_text_suite", "select_prompts"]
 
 
 @dataclass
-class TextSuiteConfig:
+class TextSuiteConfig(ConfigBase):
     """Settings of the text-generation suite.
 
     Attributes:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
+from .._config import ConfigBase, unknown_key_error
 from ..attention.registry import get_scheme
 
 __all__ = ["GPTConfig", "PRESETS", "preset_config", "unknown_key_error"]
@@ -16,15 +14,8 @@ _NORMS = ("pre", "post")
 _SCHEDULES = ("rope", "paper")
 
 
-def unknown_key_error(key: str, valid, what: str = "config field") -> ValueError:
-    """A ValueError for an unknown name that suggests the closest valid names."""
-    close = difflib.get_close_matches(key, list(valid), n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    return ValueError(f"unknown {what} {key!r}{hint} (valid: {', '.join(valid)})")
-
-
 @dataclass
-class GPTConfig:
+class GPTConfig(ConfigBase):
     """Shape and options of :class:`~complexformer.models.lm.ComplexFormerLM`.
 
     Attributes:
@@ -112,33 +103,6 @@ class GPTConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_head
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GPTConfig:
-        """Build from a dict; an unknown key raises ValueError suggesting the closest names."""
-        names = cls.field_names()
-        for key in data:
-            if key not in names:
-                raise unknown_key_error(key, names)
-        return cls(**data)
-
-    def replace(self, **changes: Any) -> GPTConfig:
-        """A copy with some fields changed (validated; unknown names rejected)."""
-        names = self.field_names()
-        for key in changes:
-            if key not in names:
-                raise unknown_key_error(key, names)
-        return dataclasses.replace(self, **changes)
 
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from .._config import ConfigBase
 from .._report import write_json
 from ..models.config import GPTConfig
 from ..training.config import TrainConfig
@@ -77,7 +78,7 @@ _TRAIN_IGNORED = (
 
 
 @dataclass
-class ReproduceConfig:
+class ReproduceConfig(ConfigBase):
     """What ``complexformer reproduce`` does.
 
     Attributes:

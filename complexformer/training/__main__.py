@@ -18,16 +18,10 @@ import argparse
 import json
 from pathlib import Path
 
+from .._config import parse_overrides
 from ..models.config import PRESETS, GPTConfig, preset_config
 from .config import TrainConfig
 from .loop import train
-
-
-def _parse_value(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -50,11 +44,10 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         mcfg = GPTConfig.from_dict(json.loads(Path(args.model_config).read_text()))
     data = json.loads(Path(args.train_config).read_text())
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            ap.error(f"--set expects KEY=VALUE, got {item!r}")
-        data[key] = _parse_value(value)
+    try:
+        data.update(parse_overrides(args.set))
+    except ValueError as e:
+        ap.error(str(e))
     tcfg = TrainConfig.from_dict(data)
     return train(mcfg, tcfg, resume=args.resume, overwrite=args.overwrite)
 

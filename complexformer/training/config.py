@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from ..models.config import unknown_key_error
+from .._config import ConfigBase
 
 __all__ = ["DEVICES", "SCHEDULES", "TrainConfig"]
 
@@ -18,7 +15,7 @@ SCHEDULES = ("cosine", "linear")
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(ConfigBase):
     """Everything about a training run that is not the model's shape.
 
     The defaults train the ``tiny`` preset on the standard library on a CPU in minutes.
@@ -100,6 +97,8 @@ class TrainConfig:
     num_threads: int | None = None
     init_from: str | None = None
 
+    _what = "TrainConfig field"
+
     def __post_init__(self) -> None:
         self.out_dir = os.fspath(self.out_dir)
         if not self.out_dir:
@@ -145,69 +144,6 @@ class TrainConfig:
                 f"batch_size ({self.batch_size}) must be divisible by grad_accum "
                 f"({self.grad_accum})"
             )
-
-    # ------------------------------------------------------------------ serialisation
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (``betas`` as a list)."""
-        d = asdict(self)
-        d["betas"] = list(self.betas)
-        return d
-
-    def to_json(self) -> str:
-        """The config as indented, key-sorted JSON."""
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        """Names of all fields, in declaration order."""
-        return [f.name for f in fields(cls)]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """Build from a dict.
-
-        Raises:
-            ValueError: an unknown key (the closest field names are suggested) or an
-                invalid value.
-        """
-        names = cls.field_names()
-        for key in data:
-            if key not in names:
-                raise unknown_key_error(key, names, "TrainConfig field")
-        return cls(**data)
-
-    @classmethod
-    def from_json(cls, text: str) -> TrainConfig:
-        """Parse :meth:`to_json` output."""
-        return cls.from_dict(json.loads(text))
-
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write :meth:`to_json` to ``path`` (a ``.json`` file)."""
-        p = Path(path)
-        p.write_text(self.to_json() + "\n", encoding="utf-8")
-        return p
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> TrainConfig:
-        """Read a file written by :meth:`save`.
-
-        Raises:
-            ValueError: the file is not valid JSON (the path is named) or has bad fields.
-        """
-        p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{p} is not valid JSON: {e}") from None
-        return cls.from_dict(data)
-
-    def replace(self, **changes: Any) -> TrainConfig:
-        """A validated copy with some fields changed (unknown names are rejected)."""
-        names = self.field_names()
-        for key in changes:
-            if key not in names:
-                raise unknown_key_error(key, names, "TrainConfig field")
-        return dataclasses.replace(self, **changes)
 
     def warmup_steps(self) -> int:
         """Number of warm-up steps: ``round(warmup_frac * max_steps)``."""
