@@ -15,9 +15,11 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
 
 from .._atomic import atomic_output, atomic_write_text
+from .._manifest import verify_manifest, write_manifest
 from ..attention.cache import KVCache
 from ..attention.module import CausalSelfAttention
 from ..losses.pcl import pcl_loss
@@ -281,26 +283,35 @@ class ComplexFormerLM(nn.Module):
 
     # ------------------------------------------------------------ persistence
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        """Write ``config.json`` and ``model.safetensors`` (atomically: temp file, rename)."""
-        from safetensors.torch import save_model
+        """Write ``config.json``, ``model.safetensors`` and ``manifest.json`` (their sha256).
 
+        Each file is written atomically (temporary file, rename); :meth:`from_pretrained`
+        refuses a directory whose files do not match the manifest.
+        """
         d = Path(directory)
         with atomic_output(d / WEIGHTS_NAME) as tmp:
             save_model(self, tmp, metadata={"format": "pt"})
         atomic_write_text(d / CONFIG_NAME, self.config.to_json() + "\n")
+        write_manifest(d, (CONFIG_NAME, WEIGHTS_NAME), kind="model")
         return d
 
     @classmethod
     def from_pretrained(
         cls, directory: str | os.PathLike, map_location: str = "cpu"
     ) -> ComplexFormerLM:
-        """Load a model written by :meth:`save_pretrained`."""
-        from safetensors.torch import load_model
+        """Load a model written by :meth:`save_pretrained`.
 
+        Raises:
+            FileNotFoundError: the directory or one of its files is missing.
+            ValueError: a file does not match ``manifest.json`` (truncated or changed), or
+                the config or weights cannot be read. A directory without a manifest (saved
+                by an earlier version) loads unchecked.
+        """
         d = Path(directory)
         for name in (CONFIG_NAME, WEIGHTS_NAME):
             if not (d / name).is_file():
                 raise FileNotFoundError(f"{d / name} not found: {d} is not a saved model directory")
+        verify_manifest(d, required=False)
         try:
             config = GPTConfig.from_dict(json.loads((d / CONFIG_NAME).read_text()))
         except json.JSONDecodeError as e:

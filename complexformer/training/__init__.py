@@ -33,7 +33,7 @@ from .checkpoint import (
 from .config import TrainConfig
 from .dist import DistInfo, setup_distributed
 from .evaluate import evaluate_perplexity
-from .loop import train, train_task
+from .loop import StepStats, Trainer, train, train_task
 from .metrics import METRICS_FILE, MetricsLogger
 from .optim import build_optimizer, build_scheduler, decay_split, lr_at, lr_factor, param_groups
 from .plot import plot_loss_curves, read_metrics
@@ -72,6 +72,8 @@ __all__ = [
     "save_final_model",
     "setup_distributed",
     "train",
+    "StepStats",
+    "Trainer",
     "train_task",
     "verify_checkpoint",
 ]

@@ -21,7 +21,6 @@ detected and :func:`find_latest_checkpoint` falls back to the previous good one.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import random
@@ -38,12 +37,14 @@ import torch
 from torch import nn
 
 from .._atomic import atomic_write_text
+from .._manifest import FORMAT, MANIFEST, verify_manifest, write_manifest
 from ..models.config import GPTConfig
 from .config import TrainConfig
 
 __all__ = [
     "CHECKPOINTS_DIR",
     "FORMAT",
+    "MANIFEST",
     "Checkpoint",
     "CheckpointError",
     "atomic_write_text",
@@ -60,9 +61,7 @@ __all__ = [
     "verify_checkpoint",
 ]
 
-FORMAT = "complexformer-checkpoint-v1"
 CHECKPOINTS_DIR = "checkpoints"
-MANIFEST = "manifest.json"
 STATE = "state.json"
 MODEL_FILE = "model.safetensors"
 OPTIM_FILE = "optimizer.safetensors"
@@ -82,14 +81,6 @@ def step_dir_name(step: int) -> str:
 
 
 # ----------------------------------------------------------------------------- file helpers
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _fsync_file(path: Path) -> None:
     with open(path, "rb") as f:
         os.fsync(f.fileno())
@@ -266,11 +257,7 @@ def save_checkpoint(
         except TypeError as e:
             raise TypeError(f"checkpoint state is not JSON-serialisable: {e}") from None
         _write_json(tmp / STATE, state)
-        files = {
-            f: {"sha256": _sha256(tmp / f), "bytes": (tmp / f).stat().st_size}
-            for f in (MODEL_FILE, OPTIM_FILE, RNG_FILE, STATE)
-        }
-        _write_json(tmp / MANIFEST, {"format": FORMAT, "step": step, "files": files})
+        write_manifest(tmp, (MODEL_FILE, OPTIM_FILE, RNG_FILE, STATE), step=step)
         _fsync_dir(tmp)
         if final.exists():  # same step saved again (e.g. after a resume): swap it out
             old = make_temp_dir(root, f"{_OLD_PREFIX}{name}-")
@@ -337,28 +324,7 @@ def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         CheckpointError: a missing or unreadable manifest, an unknown format, or a file
             missing, of the wrong size or with the wrong sha256 (the path is named).
     """
-    path = Path(path)
-    mpath = path / MANIFEST
-    if not mpath.is_file():
-        raise CheckpointError(f"{mpath} is missing: {path} is not a complete checkpoint")
-    try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{mpath} is corrupted (not valid JSON: {e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{mpath}: unknown checkpoint format (expected {FORMAT!r})")
-    for fname, info in manifest.get("files", {}).items():
-        f = path / fname
-        if not f.is_file():
-            raise CheckpointError(f"{f} is missing from checkpoint {path}")
-        size = f.stat().st_size
-        if size != info["bytes"]:
-            raise CheckpointError(
-                f"{f} is truncated or corrupted: {size} bytes, manifest says {info['bytes']}"
-            )
-        if _sha256(f) != info["sha256"]:
-            raise CheckpointError(f"{f} is corrupted: sha256 does not match the manifest")
-    return manifest
+    return verify_manifest(path, error=CheckpointError)
 
 
 def find_latest_checkpoint(

@@ -19,14 +19,17 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm.auto import tqdm
 
+from .._runtime import cpu_settings
 from ..data import BlockSampler
 from ..models.config import GPTConfig
 from .checkpoint import (
@@ -42,7 +45,6 @@ from .checkpoint import (
 )
 from .config import TrainConfig
 from .dist import (
-    DistInfo,
     all_gather_objects,
     all_reduce_sum,
     barrier,
@@ -53,10 +55,10 @@ from .dist import (
 from .metrics import METRICS_FILE, MetricsLogger, check_tensorboard
 from .optim import build_optimizer, build_scheduler
 from .plot import plot_loss_curves
-from .rundir import check_out_dir, clear_run
+from .rundir import check_out_dir, clear_run, run_lock
 from .task import LMTask, TrainTask
 
-__all__ = ["DATA_STREAM_FIELDS", "train", "train_task"]
+__all__ = ["DATA_STREAM_FIELDS", "StepStats", "Trainer", "train", "train_task"]
 
 #: TrainConfig fields that define the data stream; a resumed run must not change them.
 DATA_STREAM_FIELDS = ("data", "tokenizer", "vocab_size", "text_field", "seed", "batch_size")
@@ -162,78 +164,147 @@ def train_task(
     DDP, checkpoint and return-value contract are the same as described there, except that
     the task writes its own configuration, tokenizer and final model.
     """
-    t_start = time.perf_counter()
-    tc = train_config
-    threads = torch.get_num_threads()
-    dist = setup_distributed(tc.device)
-    log_fn: Callable[[str], Any] = (log or _noop) if dist.is_main else _noop
-    # On CPUs, denormal floats (PCL's log-softmax at tau = 0.1 makes many) slow the backward
-    # pass ~30x; flush them to zero for this run only.
-    flush = dist.device.type == "cpu" and torch.set_flush_denormal(True)
-    try:
-        return _train(task, tc, dist, resume, overwrite, log_fn, callback, t_start)
-    finally:
-        if flush:
-            torch.set_flush_denormal(False)
-        cleanup_distributed(dist)
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)  # num_threads applies to this run only
-
-
-def _train(
-    task: TrainTask,
-    tc: TrainConfig,
-    dist: DistInfo,
-    resume: bool,
-    overwrite: bool,
-    log: Callable[[str], Any],
-    callback: Callable[[dict[str, Any]], Any] | None,
-    t_start: float,
-) -> dict[str, Any]:
-    main, world, device = dist.is_main, dist.world_size, dist.device
-    if tc.num_threads is not None:
-        torch.set_num_threads(tc.num_threads)
-    if tc.batch_size % (world * tc.grad_accum):
-        raise ValueError(
-            f"batch_size ({tc.batch_size}) must be divisible by world_size * grad_accum "
-            f"({world} * {tc.grad_accum} = {world * tc.grad_accum})"
-        )
-    if tc.tensorboard:  # on every rank, so no rank is left waiting at a barrier
-        check_tensorboard()
-    per_rank = tc.batch_size // world
-    micro = per_rank // tc.grad_accum
-    out = Path(tc.out_dir)
-    ckpt_root = out / CHECKPOINTS_DIR
-
-    # ---- the run directory: refuse to clobber, clean up, find the checkpoint
-    check_out_dir(out, resume, overwrite)
-    barrier()
-    if main:
-        out.mkdir(parents=True, exist_ok=True)
-        if overwrite:
-            clear_run(out)
-        remove_stale_temporaries(ckpt_root)
-        remove_stale_temporaries(out)
-    ckpt_path = None
-    if resume:
-        found = run_on_rank0(lambda: find_latest_checkpoint(ckpt_root, log=log), dist)
-        ckpt_path = None if found is None else Path(found)
-        if ckpt_path is None:
-            log(f"resume: no checkpoint in {ckpt_root}, starting a fresh run")
-    ckpt = load_checkpoint(ckpt_path, verify=False) if ckpt_path is not None else None
-
-    # ---- data
-    task.prepare(tc, out, ckpt is not None, dist, log)
-    cfg_dict = task.config_dict()
-    seq_tokens = task.seq_tokens
-    train_tokens, val_tokens = task.train_tokens, task.val_tokens
-    sampler = BlockSampler(
-        train_tokens, seq_tokens - 1, per_rank, seed=tc.seed, rank=dist.rank, world_size=world
+    trainer = Trainer(
+        task, train_config, resume=resume, overwrite=overwrite, log=log, callback=callback
     )
+    return trainer.run()
 
-    if ckpt is not None:
-        saved_cfg = ckpt.state["model_config"]
-        diff = _config_diff(saved_cfg, cfg_dict)
+
+@dataclass
+class StepStats:
+    """What one optimizer update measured (all-reduced over ranks)."""
+
+    step: int
+    train_loss: float
+    aux: dict[str, float]
+    lr: float
+    grad_norm: float
+
+
+class Trainer:
+    """One training run of a :class:`TrainTask`, in named steps.
+
+    :meth:`run` is ``setup`` -> for each update: ``train_step`` -> ``log_step`` ->
+    ``maybe_eval`` -> ``maybe_save`` -> callback -> ``finish``. Every rank runs every step;
+    files are written by rank 0. The task supplies the data, the model, the losses (the main
+    loss and any auxiliary ones, each logged under its own name) and the evaluation; the
+    trainer supplies the optimizer, schedule, accumulation, clipping, DDP, autocast,
+    checkpoints and exact resume, metrics and progress.
+
+    Args:
+        task: what to train.
+        train_config: how to train it (``out_dir`` is the run directory).
+        resume, overwrite, log, callback: as in :func:`train_task`.
+    """
+
+    def __init__(
+        self,
+        task: TrainTask,
+        train_config: TrainConfig,
+        *,
+        resume: bool = False,
+        overwrite: bool = False,
+        log: Callable[[str], Any] | None = print,
+        callback: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> None:
+        self.task, self.tc = task, train_config
+        self.resume, self.overwrite = resume, overwrite
+        self._log_fn, self.callback = log, callback
+        self.out = Path(train_config.out_dir)
+        self.ckpt_root = self.out / CHECKPOINTS_DIR
+
+    # ------------------------------------------------------------------------------ run
+    def run(self) -> dict[str, Any]:
+        """Set up, train to ``max_steps``, finish; returns the summary (see :func:`train_task`)."""
+        self.t_start = time.perf_counter()
+        self.dist = setup_distributed(self.tc.device)
+        self.log: Callable[[str], Any] = (self._log_fn or _noop) if self.dist.is_main else _noop
+        # On CPUs, denormal floats (PCL's log-softmax at tau = 0.1 makes many) slow the
+        # backward pass ~30x: flush them to zero for this run only.
+        flush = self.dist.device.type == "cpu"
+        lock = run_lock(self.out, "training run") if self.dist.is_main else contextlib.nullcontext()
+        try:
+            with cpu_settings(self.tc.num_threads, flush), lock:
+                self.setup()
+                try:
+                    while self.step < self.tc.max_steps:
+                        stats = self.train_step()
+                        row = self.log_step(stats)
+                        self.maybe_eval(row)
+                        if row is not None:
+                            self._write_row(row)
+                        self.maybe_save()
+                        if self.callback is not None:
+                            self.callback(
+                                {
+                                    "step": stats.step,
+                                    "train_loss": stats.train_loss,
+                                    "lr": stats.lr,
+                                    "grad_norm": stats.grad_norm,
+                                    "row": row,
+                                }
+                            )
+                finally:
+                    self.bar.close()
+                    if self.metrics is not None:
+                        self.metrics.close()
+                return self.finish()
+        finally:
+            cleanup_distributed(self.dist)
+
+    # ---------------------------------------------------------------------------- setup
+    def setup(self) -> None:
+        """Run directory, checkpoint, data, model, optimizer, run files and wrappers."""
+        self._setup_run_dir()
+        self._setup_data()
+        self._setup_model()
+        self._setup_run_files()
+        self._setup_wrappers()
+
+    def _setup_run_dir(self) -> None:
+        tc, dist, out = self.tc, self.dist, self.out
+        world = dist.world_size
+        if tc.batch_size % (world * tc.grad_accum):
+            raise ValueError(
+                f"batch_size ({tc.batch_size}) must be divisible by world_size * grad_accum "
+                f"({world} * {tc.grad_accum} = {world * tc.grad_accum})"
+            )
+        if tc.tensorboard:  # on every rank, so no rank is left waiting at a barrier
+            check_tensorboard()
+        self.per_rank = tc.batch_size // world
+        self.micro = self.per_rank // tc.grad_accum
+        check_out_dir(out, self.resume, self.overwrite)
+        barrier()
+        if dist.is_main:
+            out.mkdir(parents=True, exist_ok=True)
+            if self.overwrite:
+                clear_run(out)
+            remove_stale_temporaries(self.ckpt_root)
+            remove_stale_temporaries(out)
+        ckpt_path = None
+        if self.resume:
+            found = run_on_rank0(lambda: find_latest_checkpoint(self.ckpt_root, log=self.log), dist)
+            ckpt_path = None if found is None else Path(found)
+            if ckpt_path is None:
+                self.log(f"resume: no checkpoint in {self.ckpt_root}, starting a fresh run")
+        self.ckpt = load_checkpoint(ckpt_path, verify=False) if ckpt_path is not None else None
+
+    def _setup_data(self) -> None:
+        task, tc, dist, ckpt = self.task, self.tc, self.dist, self.ckpt
+        task.prepare(tc, self.out, ckpt is not None, dist, self.log)
+        self.cfg_dict = task.config_dict()
+        self.seq_tokens = task.seq_tokens
+        self.sampler = BlockSampler(
+            task.train_tokens,
+            self.seq_tokens - 1,
+            self.per_rank,
+            seed=tc.seed,
+            rank=dist.rank,
+            world_size=dist.world_size,
+        )
+        if ckpt is None:
+            return
+        diff = _config_diff(ckpt.state["model_config"], self.cfg_dict)
         if diff:
             raise ValueError(
                 f"cannot resume {ckpt.path}: the model config differs from the checkpoint's "
@@ -247,238 +318,274 @@ def _train(
                 f"from the checkpoint's (field: (checkpoint, now)): {bad}"
             )
         if tdiff:
-            log(f"resume: training settings changed since the checkpoint: {tdiff}")
+            self.log(f"resume: training settings changed since the checkpoint: {tdiff}")
 
-    # ---- model, optimizer, schedule
-    _seed_all(tc.seed)
-    model = task.build_model()
-    if ckpt is not None:
-        ckpt.load_model_into(model)
-    model.to(device)
-    optimizer = build_optimizer(model, tc)
-    scheduler = build_scheduler(optimizer, tc)
-    start_step = 0
-    accum = {"loss": 0.0, "pcl": 0.0, "n": 0}
-    if ckpt is not None:
-        optimizer.load_state_dict(ckpt.optimizer_state_dict())
-        scheduler.load_state_dict(ckpt.state["scheduler"])
-        start_step = ckpt.step
-        sampler.load_state_dict(ckpt.state["sampler"])
-        accum = dict(ckpt.state.get("accum", accum))
-        rng = ckpt.rng_state(dist.rank) if ckpt.state.get("world_size") == world else None
-        if rng is not None:
-            restore_rng_state(*rng)
+    def _setup_model(self) -> None:
+        task, tc, dist, ckpt = self.task, self.tc, self.dist, self.ckpt
+        _seed_all(tc.seed)
+        self.model = model = task.build_model()
+        if ckpt is not None:
+            ckpt.load_model_into(model)
+        model.to(dist.device)
+        self.optimizer = build_optimizer(model, tc)
+        self.scheduler = build_scheduler(self.optimizer, tc)
+        self.step = 0
+        self.accum = _fresh_accum()
+        if ckpt is not None:
+            self.optimizer.load_state_dict(ckpt.optimizer_state_dict())
+            self.scheduler.load_state_dict(ckpt.state["scheduler"])
+            self.step = ckpt.step
+            self.sampler.load_state_dict(ckpt.state["sampler"])
+            self.accum = _load_accum(ckpt.state.get("accum"))
+            same_world = ckpt.state.get("world_size") == dist.world_size
+            rng = ckpt.rng_state(dist.rank) if same_world else None
+            if rng is not None:
+                restore_rng_state(*rng)
+            else:
+                self.log("resume: the world size changed; RNG streams are re-seeded")
+                _seed_all(tc.seed + 1_000_003 * self.step + dist.rank)
+            self.log(f"resume: continuing from {ckpt.path} (step {self.step})")
         else:
-            log("resume: the world size changed; RNG streams are re-seeded from (seed, step)")
-            _seed_all(tc.seed + 1_000_003 * start_step + dist.rank)
-        log(f"resume: continuing from {ckpt.path} (step {start_step})")
-    else:
-        _seed_all(tc.seed + dist.rank)  # dropout / PCL masks differ across ranks
-
-    log(task.describe(model))
-    log(
-        f"train: {tc.max_steps} steps x {tc.batch_size} sequences x {seq_tokens} tokens "
-        f"({world} rank(s) x {tc.grad_accum} micro-batch(es) of {micro}), lr {tc.lr:g}, "
-        f"device {device}, {len(train_tokens):,} train / {len(val_tokens):,} val tokens"
-    )
-    n_val_blocks = task.n_val_blocks(tc.eval_blocks)
-    if n_val_blocks == 0:
-        log(
-            f"warning: the validation split ({len(val_tokens)} tokens) does not fill one block "
-            f"of {seq_tokens} tokens; validation is skipped"
+            _seed_all(tc.seed + dist.rank)  # dropout / PCL masks differ across ranks
+        self.log(task.describe(model))
+        self.log(
+            f"train: {tc.max_steps} steps x {tc.batch_size} sequences x {self.seq_tokens} "
+            f"tokens ({dist.world_size} rank(s) x {tc.grad_accum} micro-batch(es) of "
+            f"{self.micro}), lr {tc.lr:g}, device {dist.device}, "
+            f"{len(task.train_tokens):,} train / {len(task.val_tokens):,} val tokens"
         )
+        self.n_val_blocks = task.n_val_blocks(tc.eval_blocks)
+        if self.n_val_blocks == 0:
+            self.log(
+                f"warning: the validation split ({len(task.val_tokens)} tokens) does not fill "
+                f"one block of {self.seq_tokens} tokens; validation is skipped"
+            )
 
-    # ---- run files (rank 0)
-    metrics = None
-    if main:
-        task.write_run_files(out, fresh=ckpt is None)
-        atomic_write_text(out / "train_config.json", tc.to_json() + "\n")
-        metrics = MetricsLogger(
-            out, resume_step=start_step if ckpt is not None else None, tensorboard=tc.tensorboard
+    def _setup_run_files(self) -> None:
+        self.metrics = None
+        if self.dist.is_main:
+            fresh = self.ckpt is None
+            self.task.write_run_files(self.out, fresh=fresh)
+            atomic_write_text(self.out / "train_config.json", self.tc.to_json() + "\n")
+            self.metrics = MetricsLogger(
+                self.out,
+                resume_step=None if fresh else self.step,
+                tensorboard=self.tc.tensorboard,
+            )
+        barrier()
+
+    def _setup_wrappers(self) -> None:
+        tc, dist = self.tc, self.dist
+        self.train_model: nn.Module = self.model
+        if tc.compile:
+            self.train_model = torch.compile(self.model)
+        if dist.distributed:
+            ids = [dist.device] if dist.device.type == "cuda" else None
+            self.train_model = DDP(self.train_model, device_ids=ids)
+        self.tokens_per_step = tc.batch_size * self.seq_tokens
+        self.clip = tc.grad_clip if tc.grad_clip > 0 else math.inf
+        self.last_eval: tuple[int, dict[str, Any] | None] | None = None
+        self.last_train_loss: float | None = None
+        self.bar = tqdm(
+            total=tc.max_steps,
+            initial=self.step,
+            desc="train",
+            unit="step",
+            dynamic_ncols=True,
+            disable=not (dist.is_main and sys.stderr.isatty()),
         )
-    barrier()
+        # throughput of training alone: evaluation and checkpoint time is subtracted
+        self._interval_t0, self._interval_tokens, self._overhead = time.perf_counter(), 0, 0.0
 
-    # ---- wrappers
-    train_model: nn.Module = model
-    if tc.compile:
-        train_model = torch.compile(model)
-    if dist.distributed:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
-        train_model = DDP(train_model, device_ids=[device] if device.type == "cuda" else None)
-
-    def autocast():
-        if tc.bf16:
-            return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    def _autocast(self):
+        if self.tc.bf16:
+            return torch.autocast(device_type=self.dist.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def evaluate() -> dict[str, Any] | None:
-        if n_val_blocks == 0:
-            return None
-        return task.evaluate(model, micro, device, tc.bf16, dist.rank, world, tc.eval_blocks)
-
-    tokens_per_step = tc.batch_size * seq_tokens
-    clip = tc.grad_clip if tc.grad_clip > 0 else math.inf
-    step = start_step
-    last_eval: tuple[int, dict[str, Any] | None] | None = None
-    last_train_loss = None
-    bar = tqdm(
-        total=tc.max_steps,
-        initial=start_step,
-        desc="train",
-        unit="step",
-        dynamic_ncols=True,
-        disable=not (main and sys.stderr.isatty()),
-    )
-    # throughput of training alone: evaluation and checkpoint time is subtracted
-    interval_t0, interval_tokens, overhead = time.perf_counter(), 0, 0.0
-    try:
-        while step < tc.max_steps:
-            batch = sampler.batch(step)  # (per_rank, T + 1), T + 1 = max_seq_len
-            model.train()
-            optimizer.zero_grad(set_to_none=True)
-            sums = torch.zeros(2, dtype=torch.float64, device=device)  # lm loss, pcl loss
-            for i, mb in enumerate(batch.split(micro)):
-                mb = mb.to(device, non_blocking=True)
-                last = i == tc.grad_accum - 1
-                sync = (
-                    train_model.no_sync()
-                    if dist.distributed and not last
-                    else contextlib.nullcontext()
-                )
-                with sync:
-                    with autocast():
-                        out_ = task.step_loss(train_model, mb, step + 1, i)
-                    (out_.loss / tc.grad_accum).backward()
-                sums[0] += out_.main.detach().double() / tc.grad_accum
-                if out_.aux is not None:
-                    sums[1] += out_.aux.detach().double() / tc.grad_accum
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
-            lr = optimizer.param_groups[0]["lr"]
-            optimizer.step()
-            scheduler.step()
-            step += 1
-            all_reduce_sum(sums)
-            train_loss, pcl_value = (float(v) / world for v in sums)
-            if not math.isfinite(train_loss):
-                raise FloatingPointError(
-                    f"the training loss is {train_loss} at step {step}; try a lower lr "
-                    f"(now {tc.lr:g}), grad_clip, or bf16=False"
-                )
-            last_train_loss = train_loss
-            accum["loss"] += train_loss
-            accum["pcl"] += pcl_value
-            accum["n"] += 1
-            interval_tokens += tokens_per_step
-            bar.update(1)
-
-            is_eval = step % tc.eval_every == 0 or step == tc.max_steps
-            is_log = is_eval or step % tc.log_every == 0 or step == tc.max_steps
-            row = None
-            if is_log:
-                elapsed = time.perf_counter() - interval_t0 - overhead
-                row = {
-                    "step": step,
-                    "train_loss": accum["loss"] / accum["n"],
-                    "lr": lr,
-                    "grad_norm": grad_norm,
-                    "tokens_per_s": interval_tokens / max(elapsed, 1e-9),
-                    "tokens_seen": step * tokens_per_step,
-                    "elapsed_s": time.perf_counter() - t_start,
-                }
-                if task.aux_name is not None:
-                    row[task.aux_name] = accum["pcl"] / accum["n"]
-                accum = {"loss": 0.0, "pcl": 0.0, "n": 0}
-                bar.set_postfix(
-                    loss=f"{row['train_loss']:.4f}",
-                    lr=f"{lr:.2e}",
-                    tok_s=f"{row['tokens_per_s']:,.0f}",
-                )
-                if bar.disable:
-                    log(
-                        f"step {step}/{tc.max_steps} | loss {row['train_loss']:.4f} | "
-                        f"lr {lr:.2e} | grad_norm {grad_norm:.3f} | "
-                        f"{row['tokens_per_s']:,.0f} tok/s"
-                    )
-            if is_eval:
-                t_eval = time.perf_counter()
-                result = evaluate()
-                overhead += time.perf_counter() - t_eval
-                last_eval = (step, result)
-                if result is not None and row is not None:
-                    row["val_loss"], row["val_ppl"] = result["loss"], result["ppl"]
-                    log(
-                        f"eval step {step}: val_loss {result['loss']:.4f} | "
-                        f"val_ppl {result['ppl']:.2f} ({result['tokens']:,} tokens)"
-                    )
-            if row is not None:
-                if metrics is not None:
-                    metrics.write(row)
-                interval_t0, interval_tokens, overhead = time.perf_counter(), 0, 0.0
-            if step % tc.save_every == 0 or step == tc.max_steps:
-                t_save = time.perf_counter()
-                sampler.step = step  # the data position: the next batch is batch(step)
-                rng_states = all_gather_objects(capture_rng_state())
-                if main:
-                    save_checkpoint(
-                        ckpt_root,
-                        step,
-                        model=model,
-                        optimizer=optimizer,
-                        scheduler=scheduler,
-                        model_config=cfg_dict,
-                        train_config=tc,
-                        rng=rng_states,
-                        extra={
-                            "sampler": sampler.state_dict(),
-                            "accum": accum,
-                            "tokens_seen": step * tokens_per_step,
-                        },
-                    )
-                    prune_checkpoints(ckpt_root, tc.keep_last)
-                barrier()
-                overhead += time.perf_counter() - t_save
-            if callback is not None:
-                callback(
-                    {
-                        "step": step,
-                        "train_loss": train_loss,
-                        "lr": lr,
-                        "grad_norm": grad_norm,
-                        "row": row,
-                    }
-                )
-    finally:
-        bar.close()
-        if metrics is not None:
-            metrics.close()
-
-    # ---- the end: final evaluation, model, summary, plot
-    if last_eval is not None and last_eval[0] == step:
-        final = last_eval[1]
-    else:
-        final = evaluate()
-    summary: dict[str, Any] = {
-        "val_loss": None if final is None else final["loss"],
-        "val_ppl": None if final is None else final["ppl"],
-        "steps": step,
-        "tokens_seen": step * tokens_per_step,
-        "run_dir": str(out),
-        "elapsed_s": time.perf_counter() - t_start,
-        "train_loss": last_train_loss,
-        "resumed_from": None if ckpt is None else ckpt.step,
-    }
-    if main:
-        task.save_final(model, out / "model")
-        atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
-        plot_loss_curves(out / METRICS_FILE, out / "loss.png", title=str(out.name), log=log)
-        if final is not None:
-            log(
-                f"done: {step} steps, {summary['tokens_seen']:,} tokens, val_loss "
-                f"{final['loss']:.4f}, val_ppl {final['ppl']:.2f}, "
-                f"{summary['elapsed_s']:.1f} s; model saved to {out / 'model'}"
+    # ------------------------------------------------------------------------ the steps
+    def train_step(self) -> StepStats:
+        """One optimizer update on the global batch ``sampler.batch(step)``."""
+        tc, dist, device = self.tc, self.dist, self.dist.device
+        batch = self.sampler.batch(self.step)  # (per_rank, T + 1), T + 1 = seq_tokens
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        main_sum = torch.zeros((), dtype=torch.float64, device=device)
+        aux_sums: dict[str, torch.Tensor] = {}
+        for i, mb in enumerate(batch.split(self.micro)):
+            mb = mb.to(device, non_blocking=True)
+            last = i == tc.grad_accum - 1
+            no_sync = dist.distributed and not last
+            with self.train_model.no_sync() if no_sync else contextlib.nullcontext():
+                with self._autocast():
+                    out = self.task.step_loss(self.train_model, mb, self.step + 1, i)
+                (out.loss / tc.grad_accum).backward()
+            main_sum += out.main.detach().double() / tc.grad_accum
+            for name, value in out.aux.items():
+                prev = aux_sums.get(name, 0.0)
+                aux_sums[name] = prev + value.detach().double() / tc.grad_accum
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip))
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        names = sorted(aux_sums)
+        sums = torch.stack([main_sum, *(aux_sums[n] for n in names)])
+        all_reduce_sum(sums)
+        values = [float(v) / dist.world_size for v in sums]
+        train_loss, aux = values[0], dict(zip(names, values[1:], strict=True))
+        if not math.isfinite(train_loss):
+            raise FloatingPointError(
+                f"the training loss is {train_loss} at step {self.step}; try a lower lr "
+                f"(now {tc.lr:g}), grad_clip, or bf16=False"
             )
+        self.last_train_loss = train_loss
+        self.accum["loss"] += train_loss
+        for name, value in aux.items():
+            self.accum["aux"][name] = self.accum["aux"].get(name, 0.0) + value
+        self.accum["n"] += 1
+        self._interval_tokens += self.tokens_per_step
+        self.bar.update(1)
+        return StepStats(self.step, train_loss, aux, lr, grad_norm)
+
+    def log_step(self, stats: StepStats) -> dict[str, Any] | None:
+        """The metrics row of this step (every ``log_every`` steps, eval steps, the last)."""
+        tc, step = self.tc, stats.step
+        if not (self._is_eval_step() or step % tc.log_every == 0 or step == tc.max_steps):
+            return None
+        acc = self.accum
+        elapsed = time.perf_counter() - self._interval_t0 - self._overhead
+        row = {
+            "step": step,
+            "train_loss": acc["loss"] / acc["n"],
+            "lr": stats.lr,
+            "grad_norm": stats.grad_norm,
+            "tokens_per_s": self._interval_tokens / max(elapsed, 1e-9),
+            "tokens_seen": step * self.tokens_per_step,
+            "elapsed_s": time.perf_counter() - self.t_start,
+        }
+        for name, total in sorted(acc["aux"].items()):
+            row[name] = total / acc["n"]
+        self.accum = _fresh_accum()
+        self.bar.set_postfix(
+            loss=f"{row['train_loss']:.4f}",
+            lr=f"{stats.lr:.2e}",
+            tok_s=f"{row['tokens_per_s']:,.0f}",
+        )
+        if self.bar.disable:
+            self.log(
+                f"step {step}/{tc.max_steps} | loss {row['train_loss']:.4f} | "
+                f"lr {stats.lr:.2e} | grad_norm {stats.grad_norm:.3f} | "
+                f"{row['tokens_per_s']:,.0f} tok/s"
+            )
+        return row
+
+    def _is_eval_step(self) -> bool:
+        return self.step % self.tc.eval_every == 0 or self.step == self.tc.max_steps
+
+    def evaluate(self) -> dict[str, Any] | None:
+        """The task's validation metrics now (None when the split fills no block)."""
+        if self.n_val_blocks == 0:
+            return None
+        return self.task.evaluate(
+            self.model,
+            self.micro,
+            self.dist.device,
+            self.tc.bf16,
+            self.dist.rank,
+            self.dist.world_size,
+            self.tc.eval_blocks,
+        )
+
+    def maybe_eval(self, row: dict[str, Any] | None) -> None:
+        """Validate every ``eval_every`` steps and at the end; the result goes into ``row``."""
+        if not self._is_eval_step():
+            return
+        t0 = time.perf_counter()
+        result = self.evaluate()
+        self._overhead += time.perf_counter() - t0
+        self.last_eval = (self.step, result)
+        if result is not None and row is not None:
+            row["val_loss"], row["val_ppl"] = result["loss"], result["ppl"]
+            self.log(
+                f"eval step {self.step}: val_loss {result['loss']:.4f} | "
+                f"val_ppl {result['ppl']:.2f} ({result['tokens']:,} tokens)"
+            )
+
+    def _write_row(self, row: dict[str, Any]) -> None:
+        if self.metrics is not None:
+            self.metrics.write(row)
+        self._interval_t0, self._interval_tokens, self._overhead = time.perf_counter(), 0, 0.0
+
+    def maybe_save(self) -> None:
+        """Checkpoint every ``save_every`` steps and at the end (rank 0 writes)."""
+        tc, step = self.tc, self.step
+        if not (step % tc.save_every == 0 or step == tc.max_steps):
+            return
+        t0 = time.perf_counter()
+        self.sampler.step = step  # the data position: the next batch is batch(step)
+        rng_states = all_gather_objects(capture_rng_state())
+        if self.dist.is_main:
+            save_checkpoint(
+                self.ckpt_root,
+                step,
+                model=self.model,
+                optimizer=self.optimizer,
+                scheduler=self.scheduler,
+                model_config=self.cfg_dict,
+                train_config=tc,
+                rng=rng_states,
+                extra={
+                    "sampler": self.sampler.state_dict(),
+                    "accum": self.accum,
+                    "tokens_seen": step * self.tokens_per_step,
+                },
+            )
+            prune_checkpoints(self.ckpt_root, tc.keep_last)
+        barrier()
+        self._overhead += time.perf_counter() - t0
+
+    def finish(self) -> dict[str, Any]:
+        """Final evaluation, final model, ``summary.json`` and the loss plot."""
+        out, step, log = self.out, self.step, self.log
+        if self.last_eval is not None and self.last_eval[0] == step:
+            final = self.last_eval[1]
         else:
-            log(f"done: {step} steps; model saved to {out / 'model'}")
-    barrier()
-    return summary
+            final = self.evaluate()
+        summary: dict[str, Any] = {
+            "val_loss": None if final is None else final["loss"],
+            "val_ppl": None if final is None else final["ppl"],
+            "steps": step,
+            "tokens_seen": step * self.tokens_per_step,
+            "run_dir": str(out),
+            "elapsed_s": time.perf_counter() - self.t_start,
+            "train_loss": self.last_train_loss,
+            "resumed_from": None if self.ckpt is None else self.ckpt.step,
+        }
+        if self.dist.is_main:
+            self.task.save_final(self.model, out / "model")
+            atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+            plot_loss_curves(out / METRICS_FILE, out / "loss.png", title=str(out.name), log=log)
+            if final is not None:
+                log(
+                    f"done: {step} steps, {summary['tokens_seen']:,} tokens, val_loss "
+                    f"{final['loss']:.4f}, val_ppl {final['ppl']:.2f}, "
+                    f"{summary['elapsed_s']:.1f} s; model saved to {out / 'model'}"
+                )
+            else:
+                log(f"done: {step} steps; model saved to {out / 'model'}")
+        barrier()
+        return summary
+
+
+def _fresh_accum() -> dict[str, Any]:
+    return {"loss": 0.0, "aux": {}, "n": 0}
+
+
+def _load_accum(saved: dict[str, Any] | None) -> dict[str, Any]:
+    """The metric accumulators of a checkpoint (older ones kept PCL under ``"pcl"``)."""
+    if not saved:
+        return _fresh_accum()
+    aux = dict(saved.get("aux", {}))
+    if saved.get("pcl"):
+        aux["pcl_loss"] = saved["pcl"]
+    return {"loss": saved["loss"], "aux": aux, "n": saved["n"]}

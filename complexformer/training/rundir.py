@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
+import socket
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..data import Tokenizer
@@ -12,11 +17,14 @@ from .checkpoint import CHECKPOINTS_DIR, list_checkpoints, make_temp_dir
 from .metrics import METRICS_FILE
 
 __all__ = [
+    "LOCK_FILE",
     "RUN_ARTIFACTS",
     "RunExistsError",
+    "RunLockedError",
     "check_out_dir",
     "clear_run",
     "replace_dir",
+    "run_lock",
     "save_final_model",
     "save_tokenizer",
 ]
@@ -35,8 +43,70 @@ RUN_ARTIFACTS = (
 )
 
 
+#: The lock file of a run directory (held with ``flock`` by the one process writing it).
+LOCK_FILE = ".lock"
+
+
 class RunExistsError(FileExistsError):
     """``out_dir`` already holds a run and neither ``resume`` nor ``overwrite`` was given."""
+
+
+class RunLockedError(BlockingIOError):
+    """Another process is writing the run directory (it holds the directory's lock)."""
+
+
+@contextlib.contextmanager
+def run_lock(out: str | os.PathLike, what: str = "run") -> Iterator[Path]:
+    """Hold the exclusive lock of the run directory ``out`` for the block.
+
+    The directory is created if missing. The lock is ``flock`` on ``out/.lock``: it is released
+    when the block ends or the process dies, so a crashed run never leaves a stale lock. If the
+    block fails and the directory was created here and holds nothing but the lock file, the
+    directory is removed again, so a failed start leaves no empty folder behind.
+
+    Args:
+        out: the run directory.
+        what: the writer's name for the error message (``train``, ``reproduce`` ...).
+
+    Raises:
+        RunLockedError: another process holds the lock (its pid and start time are named).
+    """
+    out = Path(out)
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 256, 0).decode("utf-8", "replace").strip() or "unknown"
+        os.close(fd)
+        raise RunLockedError(
+            f"{out} is being written by another process ({holder}); wait for it to finish "
+            f"or choose another output directory for this {what}"
+        ) from None
+    failed = False
+    try:
+        os.ftruncate(fd, 0)
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        os.pwrite(
+            fd, f"pid {os.getpid()} on {socket.gethostname()}, {what} since {stamp}\n".encode(), 0
+        )
+        yield out
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        if failed and created:
+            _remove_if_only_lock(out)
+        os.close(fd)  # releases the flock
+
+
+def _remove_if_only_lock(out: Path) -> None:
+    with contextlib.suppress(OSError):
+        if {p.name for p in out.iterdir()} <= {LOCK_FILE}:
+            (out / LOCK_FILE).unlink(missing_ok=True)
+            out.rmdir()
 
 
 def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:

@@ -11,7 +11,7 @@ complexified BERT.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +40,13 @@ class StepLoss:
     Attributes:
         loss: the differentiable objective.
         main: the task loss alone (logged as ``train_loss``).
-        aux: an auxiliary loss included in ``loss`` (logged as ``<aux_name>``), or None.
+        aux: auxiliary losses included in ``loss``, by name; each is logged in
+            ``metrics.jsonl`` under its name, on the scale at which it is added.
     """
 
     loss: torch.Tensor
     main: torch.Tensor
-    aux: torch.Tensor | None = None
+    aux: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 class TrainTask:
@@ -58,8 +59,6 @@ class TrainTask:
     :meth:`save_final` (rank 0) at the end.
     """
 
-    #: name of the auxiliary loss column in metrics.jsonl, or None.
-    aux_name: str | None = None
     train_tokens: np.ndarray
     val_tokens: np.ndarray
 
@@ -129,10 +128,6 @@ class LMTask(TrainTask):
         self.cfg = model_config
         self.tokenizer: Tokenizer | None = None
         self.init_from: str | None = None
-
-    @property
-    def aux_name(self) -> str | None:  # type: ignore[override]
-        return "pcl_loss" if self.cfg.pcl else None
 
     def prepare(self, tc, out, resume, dist, log) -> None:
         main = dist.is_main
@@ -218,7 +213,8 @@ class LMTask(TrainTask):
 
     def step_loss(self, model, batch, step, micro) -> StepLoss:
         out = model(batch, labels=batch)
-        return StepLoss(out.loss, out.lm_loss, out.pcl_loss if self.cfg.pcl else None)
+        aux = {"pcl_loss": out.pcl_loss} if self.cfg.pcl and out.pcl_loss is not None else {}
+        return StepLoss(out.loss, out.lm_loss, aux)
 
     def n_val_blocks(self, max_blocks) -> int:
         return EvalBlocks(
