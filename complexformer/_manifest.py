@@ -15,7 +15,14 @@ from typing import Any
 
 from ._atomic import atomic_write_text
 
-__all__ = ["FORMAT", "MANIFEST", "ManifestError", "sha256_file", "verify_manifest", "write_manifest"]
+__all__ = [
+    "FORMAT",
+    "MANIFEST",
+    "ManifestError",
+    "sha256_file",
+    "verify_manifest",
+    "write_manifest",
+]
 
 FORMAT = "complexformer-checkpoint-v1"
 MANIFEST = "manifest.json"

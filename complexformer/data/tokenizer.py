@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .._optional import require
+from .._paths import require_local_or_hub
 from .cache import atomic_write, hash_strings
 
 __all__ = ["EOT_TOKEN", "META_FILE", "Tokenizer", "import_transformers", "load_tokenizer"]
@@ -273,8 +274,10 @@ def load_tokenizer(name_or_dir: str | os.PathLike[str]) -> Tokenizer:
 
     Raises:
         ImportError: a hub name or HF directory without ``transformers`` installed.
+        FileNotFoundError: a local path (``./x``, ``/x``, ``~/x``) that does not exist.
     """
     path = Path(name_or_dir).expanduser()
     if path.is_dir():
         return Tokenizer.load(path)
+    require_local_or_hub(name_or_dir, "tokenizer")
     return Tokenizer.from_pretrained(str(name_or_dir))

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from .._optional import require
+from .._paths import require_local_or_hub
 
 __all__ = [
     "DEFAULT_EVALUATOR",
@@ -117,7 +118,10 @@ def resolve_evaluator(spec: str) -> EvaluatorSource:
         if sep and repo:
             return EvaluatorSource(spec, repo, file)
         raise FileNotFoundError(f"GGUF file {spec!r} not found (a hub file is REPO:FILE.gguf)")
-    return EvaluatorSource(spec, str(path) if path.is_dir() else spec)
+    if path.is_dir():
+        return EvaluatorSource(spec, str(path))
+    require_local_or_hub(spec, "evaluator")
+    return EvaluatorSource(spec, spec)
 
 
 @dataclass

@@ -311,7 +311,10 @@ class ComplexFormerLM(nn.Module):
         for name in (CONFIG_NAME, WEIGHTS_NAME):
             if not (d / name).is_file():
                 raise FileNotFoundError(f"{d / name} not found: {d} is not a saved model directory")
-        verify_manifest(d, required=False)
+        try:
+            verify_manifest(d, required=False)
+        except ValueError as e:
+            raise ValueError(f"cannot load weights from {d}: {e}") from None
         try:
             config = GPTConfig.from_dict(json.loads((d / CONFIG_NAME).read_text()))
         except json.JSONDecodeError as e:

@@ -146,7 +146,7 @@ def load_run(
     """
     p = Path(path)
     if not p.exists():
-        raise FileNotFoundError(f"{p} does not exist")
+        raise FileNotFoundError(f"{p} does not exist: no such file or directory")
     if not p.is_dir():
         raise FileNotFoundError(f"{p} is not a directory (expected a run, checkpoint or model)")
 
