@@ -44,6 +44,11 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+try:  # private API (the profiler's event tree); without it the raw [memory] events are used
+    from torch._C._profiler import _EventType
+except ImportError:  # pragma: no cover - depends on the torch version
+    _EventType = None
+
 from complexformer._report import write_json
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -252,8 +257,8 @@ def _cpu_peak_from_profile(prof: torch.profiler.profile) -> tuple[int, str]:
     """Peak of live bytes allocated inside a profiled region (see the module docstring)."""
     results = prof.profiler.kineto_results
     try:
-        from torch._C._profiler import _EventType
-
+        if _EventType is None:
+            raise RuntimeError("torch._C._profiler._EventType is not available")
         events: list[tuple[int, int, int]] = []
         stack = list(results.experimental_event_tree())
         while stack:
@@ -483,7 +488,7 @@ def write_record(path: Path | None, payload: dict[str, Any]) -> Path | None:
     if path is None:
         return None
     out = write_json(path, payload)
-    print(f"wrote {out}; `make bench-docs` renders it into docs/benchmarks.md", flush=True)
+    print(f"wrote {out}", flush=True)
     return out
 
 
