@@ -13,7 +13,7 @@ RUN_STEPS ?= 400
 RUN_ARGS  ?=
 PYTEST_ARGS ?=
 
-.PHONY: venv run test test-slow bench lint clean
+.PHONY: venv run test test-slow bench bench-docs lint clean
 
 venv: $(VENV)/.installed
 
@@ -33,11 +33,16 @@ test: venv
 test-slow: venv
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
+# `make bench` measures and writes benchmarks/results/*.json; `make bench-docs` renders them
+# into the tables of docs/benchmarks.md (with the targets' PASS/FAIL verdicts).
 bench: venv
-	$(PY) benchmarks/attention.py --threads 1
-	$(PY) benchmarks/train.py --threads 1
-	$(PY) benchmarks/complex_attention.py --threads 1
-	$(PY) benchmarks/cbert.py --threads 1
+	$(PY) -m benchmarks.attention --threads 1
+	$(PY) -m benchmarks.train --threads 1
+	$(PY) -m benchmarks.complex_attention --threads 1
+	$(PY) -m benchmarks.cbert --threads 1
+
+bench-docs: venv
+	$(PY) -m benchmarks.render
 
 lint: venv
 	$(VENV)/bin/ruff check complexformer tests benchmarks

@@ -17,11 +17,13 @@ Everything a benchmark needs besides the thing it measures:
 * :func:`try_compile` - ``torch.compile`` that reports failure instead of raising.
 * :func:`environment` - torch / Python / CPU / device description for the JSON record, and
   :func:`source_fingerprint` - hashes of the measured source files.
-* :func:`write_json`, :func:`markdown_table`, :func:`update_markdown_section` - output.
+* :func:`record` and :func:`write_record` - the JSON record every benchmark writes (written
+  atomically with :func:`complexformer._report.write_json`).
 * :func:`add_common_args`, :func:`resolve_device`, :func:`resolve_dtype` - CLI plumbing.
 
-The module only depends on torch and the standard library, and is imported by the scripts as
-``from _common import ...`` (``benchmarks/`` is on ``sys.path`` when a script in it is run).
+The scripts only measure and write JSON; ``python -m benchmarks.render`` turns the JSON files
+into the tables of ``docs/benchmarks.md`` and judges the targets. The module depends on torch,
+the standard library and ``complexformer``'s shared report helpers.
 """
 
 from __future__ import annotations
@@ -30,37 +32,31 @@ import argparse
 import datetime as _dt
 import gc
 import hashlib
-import json
-import math
 import os
 import platform
-import re
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
-from complexformer._report import markdown_table, text_table  # noqa: F401  (re-exported)
+try:  # private API (the profiler's event tree); without it the raw [memory] events are used
+    from torch._C._profiler import _EventType
+except ImportError:  # pragma: no cover - depends on the torch version
+    _EventType = None
+
+from complexformer._report import write_json
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
-DOCS_MD = REPO_ROOT / "docs" / "benchmarks.md"
 MIB = 2**20
 GIB = 2**30
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def ensure_repo_on_path() -> None:
-    """Make ``import complexformer`` work when a script is run from a plain checkout."""
-    root = str(REPO_ROOT)
-    if root not in sys.path:
-        sys.path.insert(0, root)
 
 
 # --------------------------------------------------------------------------- CLI plumbing
@@ -75,7 +71,7 @@ def add_common_args(
     quick_repeats: int | None = None,
     quick_warmup: int | None = None,
 ) -> None:
-    """Options shared by every benchmark script (device, dtype, repeats, compile, outputs).
+    """Options shared by every benchmark script (device, dtype, repeats, compile, output).
 
     ``--repeats`` and ``--warmup`` default to None so that a script can tell an explicit value
     from the default; resolve them with :func:`resolve_counts`. ``quick_repeats`` /
@@ -132,14 +128,6 @@ def add_common_args(
         metavar="PATH",
         help=f"where to write the JSON record; parent directories are created "
         f"(default: {_rel(Path(default_json))}; 'none' disables).",
-    )
-    parser.add_argument(
-        "--out-md",
-        type=str,
-        default=None,
-        metavar="PATH",
-        help=f"markdown file whose section for this benchmark (between its start/end markers) "
-        f"is replaced; other sections are kept (default: {_rel(DOCS_MD)}; 'none' disables).",
     )
     parser.set_defaults(
         _counts={
@@ -269,8 +257,8 @@ def _cpu_peak_from_profile(prof: torch.profiler.profile) -> tuple[int, str]:
     """Peak of live bytes allocated inside a profiled region (see the module docstring)."""
     results = prof.profiler.kineto_results
     try:
-        from torch._C._profiler import _EventType
-
+        if _EventType is None:
+            raise RuntimeError("torch._C._profiler._EventType is not available")
         events: list[tuple[int, int, int]] = []
         stack = list(results.experimental_event_tree())
         while stack:
@@ -318,8 +306,6 @@ def peak_memory(fn: Callable[[], Any], device: torch.device | str) -> dict[str, 
         peak = torch.cuda.max_memory_allocated() - base
         method = "torch.cuda.max_memory_allocated"
     else:
-        from torch.profiler import ProfilerActivity, profile
-
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             fn()
         peak, method = _cpu_peak_from_profile(prof)
@@ -447,57 +433,63 @@ def environment(device: torch.device | str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- output
 
 
-def write_json(path: Path | str, payload: Any) -> Path:
-    """Write ``payload`` as indented JSON (atomically), creating parent directories."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str, allow_nan=False) + "\n")
-    tmp.replace(path)
-    return path
+def load_avg() -> float | None:
+    """The 1-minute load average, rounded, or None where the platform has none."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
 
 
-def fmt_num(x: float | None, digits: int = 1, suffix: str = "") -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
-    return f"{x:,.{digits}f}{suffix}"
+def display_path(path: Path | None) -> str | None:
+    """``path`` relative to the repository root where it lies inside it (None stays None)."""
+    return None if path is None else _rel(path)
 
 
-def fmt_ratio(x: float | None, digits: int = 2) -> str:
-    return fmt_num(x, digits, "x")
+def record(
+    name: str,
+    *,
+    environment: dict[str, Any],
+    config: dict[str, Any],
+    records: list[dict[str, Any]],
+    ratios: dict[str, Any],
+    notes: Sequence[str] = (),
+    total_seconds: float | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The JSON record of one benchmark run; every script writes this shape.
 
-
-def section_markers(name: str) -> tuple[str, str]:
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise ValueError(f"bad section name {name!r}")
-    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-
-
-def update_markdown_section(
-    path: Path | str, name: str, body: str, *, header: str = "# Benchmarks\n"
-) -> Path:
-    """Replace the text between ``<!-- name:start -->`` and ``<!-- name:end -->`` in ``path``.
-
-    Everything outside the markers is kept. A missing section is appended at the end; a
-    missing file is created with ``header`` first. The markers themselves are kept so the
-    section can be regenerated.
+    Args:
+        name: the benchmark (``attention``, ``train``, ...); ``benchmarks.render`` looks its
+            renderer up by it.
+        environment: :func:`environment` plus ``sources`` (and ``load_avg_1m_end``).
+        config: the options of the run, with ``argv`` (the command-line arguments as a string).
+        records: one dict per measurement, with the raw timings (``samples_ms``).
+        ratios: the ratios the benchmark is about (nested dicts of floats or None); the
+            targets in ``benchmarks/render/targets.py`` are judged on these.
+        notes: free-text remarks (skipped variants, code edited during the run).
+        total_seconds: wall time of the whole run.
+        **extra: further top-level fields (e.g. where a model came from).
     """
-    path = Path(path)
-    start, end = section_markers(name)
-    block = f"{start}\n{body.strip()}\n{end}"
-    text = path.read_text() if path.exists() else header
-    i, j = text.find(start), text.find(end)
-    if i >= 0 and j > i:
-        text = text[:i] + block + text[j + len(end) :]
-    elif i >= 0 or j >= 0:
-        raise ValueError(f"{path}: unbalanced markers for section {name!r}")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text if text.endswith("\n") else text + "\n")
-    tmp.replace(path)
-    return path
+    return {
+        "benchmark": name,
+        "environment": environment,
+        "config": config,
+        "total_seconds": total_seconds,
+        "records": records,
+        "ratios": ratios,
+        "notes": list(notes),
+        **extra,
+    }
+
+
+def write_record(path: Path | None, payload: dict[str, Any]) -> Path | None:
+    """Write ``payload`` to ``path`` as JSON, atomically (nothing when ``path`` is None)."""
+    if path is None:
+        return None
+    out = write_json(path, payload)
+    print(f"wrote {out}", flush=True)
+    return out
 
 
 def _rel(path: Path) -> str:

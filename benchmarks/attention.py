@@ -37,60 +37,50 @@ any thread, is replayed in time order and the running total's maximum is taken (
 cmha / rope from the O(T^2 J) memory of the reference. On CUDA it is
 ``torch.cuda.max_memory_allocated`` minus the memory allocated before the step.
 
-Outputs: a table on stdout, a JSON record (default ``benchmarks/results/attention.json``) with
-the environment and every measurement, and the section between ``<!-- attention:start -->``
-and ``<!-- attention:end -->`` of ``docs/benchmarks.md`` (other sections are kept), with
-pass/fail lines for the performance targets in ``TARGETS``.
+Output: one line per measurement on stdout and a JSON record (default
+``benchmarks/results/attention.json``) with the environment, every measurement with its raw
+timings, and the ratios cmha/rope and reference/cmha per (T, mode). ``python -m
+benchmarks.render`` turns it into the ``attention`` section of ``docs/benchmarks.md`` and
+judges the targets declared in ``benchmarks/render/targets.py``.
 
-    python benchmarks/attention.py                 # full run, a few minutes on 2 CPU cores
-    python benchmarks/attention.py --quick         # smoke test, seconds; writes no markdown
-    python benchmarks/attention.py --seq-lens 512 --repeats 3 --no-compile --out-md none
+    python -m benchmarks.attention --threads 1     # full run, a few minutes on 2 CPU cores
+    python -m benchmarks.attention --quick         # smoke test, seconds (attention-quick.json)
+    python -m benchmarks.attention --seq-lens 512 --repeats 3 --no-compile --out-json none
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import json
-import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
-    DOCS_MD,
+from benchmarks._common import (
     GIB,
-    REPO_ROOT,
     RESULTS_DIR,
     add_common_args,
-    ensure_repo_on_path,
+    display_path,
     environment,
     first_line,
-    fmt_num,
-    fmt_ratio,
-    markdown_table,
+    load_avg,
     memory_available_bytes,
     optional_path,
     peak_memory,
+    record,
     resolve_counts,
     resolve_device,
     resolve_dtype,
     source_fingerprint,
-    text_table,
     time_call,
     time_interleaved,
     try_compile,
-    update_markdown_section,
-    write_json,
+    write_record,
 )
-
-ensure_repo_on_path()
-from complexformer.attention.functional import (  # noqa: E402
+from complexformer.attention.functional import (
     apply_rope,
     attention,
     cmha,
@@ -116,54 +106,28 @@ QUICK_JSON = RESULTS_DIR / "attention-quick.json"
 # their product and a backward buffer alive together). Used to decide whether it fits.
 REF_BYTES_PER_ELEMENT = 7.0
 
-# (name, metric, mode, T, threshold, comparison). Metrics: ratio keys of `ratios()`.
-TARGETS = (
-    ("cmha/rope time, eager, T=1024", "cmha_rope_time", "eager", 1024, 1.25, "<="),
-    ("cmha/rope time, compiled, T=1024", "cmha_rope_time", "compiled", 1024, 1.10, "<="),
-    ("cmha/rope peak memory, eager, T=4096", "cmha_rope_mem", "eager", 4096, 1.2, "<="),
-    ("cmha/rope peak memory, compiled, T=4096", "cmha_rope_mem", "compiled", 4096, 1.2, "<="),
-    (
-        "reference/cmha time (cmha speed-up), eager, T=1024",
-        "ref_cmha_time",
-        "eager",
-        1024,
-        20.0,
-        ">=",
-    ),
-    (
-        "reference/cmha time (cmha speed-up), compiled, T=1024",
-        "ref_cmha_time",
-        "compiled",
-        1024,
-        20.0,
-        ">=",
-    ),
-)
-
-
 # --------------------------------------------------------------------------- the kernels
 
 
-# Pair layout of cmha and rope; set from --layout. "halves" is what the model's attention uses.
-LAYOUT = {"value": "halves"}
+def make_forward(method: str, layout: str) -> Callable:
+    """The loss ``(f(q, k, v, ...) * w).sum()`` of ``method``; cmha and rope use pair ``layout``
+    ("halves", what the model's attention uses, or "interleaved")."""
+
+    def fwd_cmha(q, k, v, delta, bias, omega, w):
+        out = cmha(q, k, v, delta, bias, omega=omega, is_causal=True, layout=layout)
+        return (out * w).sum()
+
+    def fwd_rope(q, k, v, delta, bias, omega, w):
+        qr = apply_rope(q, 0, omega, layout)
+        kr = apply_rope(k, 0, omega, layout)
+        return (attention(qr, kr, v, is_causal=True) * w).sum()
+
+    def fwd_reference(q, k, v, delta, bias, omega, w):
+        return (cmha_reference(q, k, v, delta, bias, omega=omega, is_causal=True) * w).sum()
+
+    return {"cmha": fwd_cmha, "rope": fwd_rope, "reference": fwd_reference}[method]
 
 
-def fwd_cmha(q, k, v, delta, bias, omega, w):
-    out = cmha(q, k, v, delta, bias, omega=omega, is_causal=True, layout=LAYOUT["value"])
-    return (out * w).sum()
-
-
-def fwd_rope(q, k, v, delta, bias, omega, w):
-    qr = apply_rope(q, 0, omega, LAYOUT["value"])
-    kr = apply_rope(k, 0, omega, LAYOUT["value"])
-    return (attention(qr, kr, v, is_causal=True) * w).sum()
-
-
-def fwd_reference(q, k, v, delta, bias, omega, w):
-    return (cmha_reference(q, k, v, delta, bias, omega=omega, is_causal=True) * w).sum()
-
-
-FORWARDS: dict[str, Callable] = {"cmha": fwd_cmha, "rope": fwd_rope, "reference": fwd_reference}
 GRAD_WRT = {"cmha": 5, "rope": 3, "reference": 5}  # q, k, v (+ delta, bias)
 
 
@@ -210,11 +174,12 @@ def measure(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) 
     ref_limit = args.ref_max_gib * GIB
     if avail is not None:
         ref_limit = min(ref_limit, 0.6 * avail)
+    forwards = {m: make_forward(m, args.layout) for m in args.methods}
     compiled_fns: dict[str, Callable | None] = {}
     compile_notes: dict[str, str] = {}
     if not args.no_compile:
         for m in args.methods:
-            compiled_fns[m], why = try_compile(FORWARDS[m], dynamic=False)
+            compiled_fns[m], why = try_compile(forwards[m], dynamic=False)
             if why:
                 compile_notes[m] = why
     else:
@@ -246,7 +211,7 @@ def measure(args: argparse.Namespace, device: torch.device, dtype: torch.dtype) 
                         )
                         records.append(rec)
                         continue
-                fn = FORWARDS[m] if mode == "eager" else compiled_fns.get(m)
+                fn = forwards[m] if mode == "eager" else compiled_fns.get(m)
                 if fn is None:
                     rec["status"] = "skipped"
                     rec["note"] = compile_notes.get(m, "compile unavailable")
@@ -329,174 +294,15 @@ def ratios(records: list[dict], t: int, mode: str) -> dict[str, float | None]:
     }
 
 
-def evaluate_targets(records: list[dict], seq_lens, modes) -> list[dict]:
-    out = []
-    for name, metric, mode, t, thr, cmp in TARGETS:
-        res = {
-            "target": name,
-            "metric": metric,
-            "mode": mode,
-            "T": t,
-            "threshold": thr,
-            "comparison": cmp,
-            "value": None,
-            "pass": None,
-        }
-        if t not in seq_lens or mode not in modes:
-            res["note"] = "not measured in this run"
-        else:
-            v = ratios(records, t, mode)[metric]
-            if v is None:
-                res["note"] = "not measured (a method was skipped)"
-            else:
-                res["value"] = v
-                res["pass"] = bool(v <= thr) if cmp == "<=" else bool(v >= thr)
-        out.append(res)
-    return out
-
-
-# --------------------------------------------------------------------------- reporting
-
-HEADERS = (
-    "T",
-    "mode",
-    "method",
-    "time (ms)",
-    "p25-p75 (ms)",
-    "n",
-    "peak (MiB)",
-    "time / rope",
-    "mem / rope",
-    "time / cmha",
-)
-
-
-def table_rows(records: list[dict]) -> list[list[str]]:
-    rows = []
-    for r in records:
-        base = _get(records, r["T"], r["mode"], "rope")
-        cm = _get(records, r["T"], r["mode"], "cmha")
-        if r["status"] != "ok":
-            rows.append([str(r["T"]), r["mode"], r["method"], "skipped"] + ["-"] * 6)
-            continue
-        t_rope = _div(r["time_ms"], base and base["time_ms"])
-        m_rope = _div(r["peak_mib"], base and base["peak_mib"])
-        t_cmha = _div(r["time_ms"], cm and cm["time_ms"])
-        rows.append(
-            [
-                str(r["T"]),
-                r["mode"],
-                r["method"],
-                fmt_num(r["time_ms"], 2),
-                (
-                    f"{fmt_num(r['time']['p25_ms'], 1)}-{fmt_num(r['time']['p75_ms'], 1)}"
-                    if r["time"]["n"] >= 2
-                    else "-"
-                ),
-                str(r["time"]["n"]),
-                fmt_num(r["peak_mib"], 1),
-                fmt_ratio(t_rope),
-                fmt_ratio(m_rope),
-                fmt_ratio(t_cmha) if r["method"] != "cmha" else fmt_ratio(1.0),
-            ]
-        )
-    return rows
-
-
-def target_lines(targets: list[dict]) -> list[str]:
-    lines = []
-    for tg in targets:
-        want = f"{tg['comparison']} {tg['threshold']:g}"
-        if tg["pass"] is None:
-            lines.append(f"- **N/A** {tg['target']}: target {want}; {tg.get('note', '')}")
-        else:
-            tag = "PASS" if tg["pass"] else "FAIL"
-            lines.append(f"- **{tag}** {tg['target']}: {tg['value']:.2f} (target {want})")
-    return lines
-
-
-def _fmt_load(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.1f}"
-
-
-def markdown_body(payload: dict) -> str:
-    env, cfg = payload["environment"], payload["config"]
-    recs = payload["records"]
-    cmd = "python benchmarks/attention.py" + (f" {cfg['argv']}" if cfg["argv"] else "")
-    out = [
-        "## Attention kernels: CMHA vs RoPE vs the literal reference",
-        "",
-        f"Measured {env['date']} on `{env['cpu_model']}` ({env['torch_threads']} torch threads, "
-        f"{env['cpu_count']} CPUs, capability {env.get('cpu_capability')}), torch "
-        f"{env['torch']}, device `{env['device']}`"
-        + (f" ({env['cuda_device']})" if env.get("cuda_device") else "")
-        + f", dtype {cfg['dtype']}. Command: `{cmd}`. Code measured: "
-        + ", ".join(f"`{p}` sha256 `{h}`" for p, h in env.get("sources", {}).items())
-        + f". Load average (1 min) {_fmt_load(env.get('load_avg_1m'))} at the start, "
-        f"{_fmt_load(env.get('load_avg_1m_end'))} at the end; run time "
-        f"{cfg.get('total_seconds') or 0:.0f} s.",
-        "",
-        f"B={cfg['B']}, H={cfg['H']}, D={cfg['D']}, pair layout "
-        f"`{cfg.get('layout', 'interleaved')}` for cmha and rope, causal; one step = forward + "
-        "`(out * w).sum()` + backward (grads of q, k, v, and delta, bias for cmha / reference). "
-        f"Time: median of n (up to {cfg['repeats']}) interleaved repeats after the first "
-        f"call and up to {cfg['warmup']} warm-up call(s), the first of which is the profiled "
-        "memory call; slow reference steps get fewer (see `--max-seconds`). "
-        "Peak: extra memory allocated during one step "
-        f"({recs[0].get('memory_method', 'n/a') if recs else 'n/a'}). Ratio columns divide "
-        "by the rope / cmha row of the same T and mode. Raw data: "
-        f"`{cfg['out_json'] or '(not written)'}`.",
-        "",
-        markdown_table(HEADERS, table_rows(recs), align="rllrrrrrrr"),
-        "",
-        "Targets:",
-        "",
-        *target_lines(payload["targets"]),
-    ]
-    notes = list(payload["notes"])
-    for r in recs:
-        if r["status"] != "ok":
-            notes.append(f"T={r['T']} {r['mode']} {r['method']}: skipped, {r['note']}.")
-    firsts = [
-        f"{r['method']} T={r['T']} {r['first_call_s']:.1f} s"
-        for r in recs
-        if r["status"] == "ok" and r["mode"] == "compiled"
-    ]
-    if firsts:
-        notes.append(
-            "First compiled call (compilation of fwd + bwd; shorter when Inductor's "
-            "on-disk cache is warm from an earlier run): " + ", ".join(firsts) + "."
-        )
-    if notes:
-        out += ["", "Notes:", "", *[f"- {n}" for n in notes]]
-    return "\n".join(out)
-
-
 # --------------------------------------------------------------------------- CLI
-
-
-def _load_avg() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (OSError, AttributeError):
-        return None
-
-
-def _display_path(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
+        prog="python -m benchmarks.attention",
         description="Forward+backward time and peak memory of cmha (polar rotation + SDPA), "
         "rope (apply_rope + SDPA) and cmha_reference (literal (B,H,T,T,J) form), eager and "
-        "torch.compile'd. Writes a JSON record and the 'attention' section of "
-        "docs/benchmarks.md, and prints the table.",
+        "torch.compile'd. Writes a JSON record (render it with python -m benchmarks.render).",
     )
     p.add_argument(
         "--seq-lens",
@@ -510,8 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--quick",
         action="store_true",
         help="smoke test in a few seconds: T in {64, 128}, 1 repeat, no warm-up, no "
-        "compile; writes benchmarks/results/attention-quick.json and no markdown "
-        "unless --out-json / --out-md are given.",
+        "compile; writes benchmarks/results/attention-quick.json unless --out-json is given.",
     )
     p.add_argument(
         "--methods",
@@ -546,15 +351,6 @@ def build_parser() -> argparse.ArgumentParser:
         "timed once, and timing stops after 3 samples once their sum exceeds it; "
         "keeps the slow reference short (default: 15).",
     )
-    p.add_argument(
-        "--from-json",
-        type=str,
-        default=None,
-        metavar="PATH",
-        help="measure nothing: re-render the table and the markdown section from a "
-        "JSON record written by an earlier run (e.g. after editing this script's "
-        "report format).",
-    )
     add_common_args(p, default_json=DEFAULT_JSON, quick_repeats=1, quick_warmup=0)
     return p
 
@@ -562,8 +358,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
-    if args.from_json:
-        return render_only(args)
     if args.quick:
         args.no_compile = True
     resolve_counts(args, quick=args.quick)
@@ -573,9 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("--head-dim must be a positive even integer")
     if args.threads:
         torch.set_num_threads(args.threads)
-    LAYOUT["value"] = args.layout
     out_json = optional_path(args.out_json, QUICK_JSON if args.quick else DEFAULT_JSON)
-    out_md = optional_path(args.out_md, None if args.quick else DOCS_MD)
     device, dtype = resolve_device(args.device), resolve_dtype(args.dtype)
     torch.manual_seed(args.seed)
 
@@ -610,69 +402,44 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, flush=True)
         result["notes"].append(msg)
     modes = ("eager",) if args.no_compile else MODES
-    targets = evaluate_targets(result["records"], args.seq_lens, modes)
     per_t = {
         f"{t}/{mode}": ratios(result["records"], t, mode) for t in args.seq_lens for mode in modes
     }
-    payload = {
-        "benchmark": SECTION,
-        "environment": env,
-        "config": {
-            "argv": " ".join(argv),
-            "B": args.batch,
-            "H": args.heads,
-            "D": args.head_dim,
-            "layout": args.layout,
-            "dtype": args.dtype,
-            "seq_lens": args.seq_lens,
-            "methods": args.methods,
-            "modes": list(modes),
-            "repeats": args.repeats,
-            "warmup": args.warmup,
-            "max_seconds": args.max_seconds,
-            "ref_max_gib": args.ref_max_gib,
-            "ref_bytes_per_element": REF_BYTES_PER_ELEMENT,
-            "seed": args.seed,
-            "out_json": _display_path(out_json),
-            "total_seconds": None,
-        },
-        "records": result["records"],
-        "ratios": per_t,
-        "targets": targets,
-        "notes": result["notes"],
+    env["load_avg_1m_end"] = load_avg()
+    config = {
+        "argv": " ".join(argv),
+        "B": args.batch,
+        "H": args.heads,
+        "D": args.head_dim,
+        "layout": args.layout,
+        "dtype": args.dtype,
+        "seq_lens": args.seq_lens,
+        "methods": args.methods,
+        "modes": list(modes),
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "max_seconds": args.max_seconds,
+        "ref_max_gib": args.ref_max_gib,
+        "ref_bytes_per_element": REF_BYTES_PER_ELEMENT,
+        "seed": args.seed,
+        "out_json": display_path(out_json),
     }
-    payload["config"]["total_seconds"] = round(time.perf_counter() - t0, 1)
-    payload["environment"]["load_avg_1m_end"] = _load_avg()
-
-    if out_json is not None:
-        print(f"wrote {write_json(out_json, payload)}")
-    report(payload, out_md)
-    print(f"total {payload['config']['total_seconds']:.1f} s")
-    return 0
-
-
-def report(payload: dict, out_md: Path | None) -> None:
-    """Print the table, targets and notes; update the markdown section if asked."""
-    print()
-    print(text_table(HEADERS, table_rows(payload["records"])))
-    print()
-    for line in target_lines(payload["targets"]):
-        print(line.replace("**", ""))
+    payload = record(
+        SECTION,
+        environment=env,
+        config=config,
+        records=result["records"],
+        ratios=per_t,
+        notes=result["notes"],
+        total_seconds=round(time.perf_counter() - t0, 1),
+    )
+    for key, vals in per_t.items():
+        shown = ", ".join(f"{k} {'-' if v is None else f'{v:.2f}'}" for k, v in vals.items())
+        print(f"  ratios {key}: {shown}", flush=True)
     for n in payload["notes"]:
-        print(f"note: {n}")
-    if out_md is not None:
-        md = update_markdown_section(out_md, SECTION, markdown_body(payload))
-        print(f"updated section '{SECTION}' of {md}")
-
-
-def render_only(args: argparse.Namespace) -> int:
-    payload = json.loads(Path(args.from_json).read_text())
-    if payload.get("benchmark") != SECTION:
-        raise SystemExit(f"{args.from_json} is not a record of the {SECTION!r} benchmark")
-    cfg = payload["config"]
-    # Re-evaluate the targets with the current TARGETS table.
-    payload["targets"] = evaluate_targets(payload["records"], cfg["seq_lens"], cfg["modes"])
-    report(payload, optional_path(args.out_md, DOCS_MD))
+        print(f"note: {n}", flush=True)
+    write_record(out_json, payload)
+    print(f"total {payload['total_seconds']:.1f} s")
     return 0
 
 

@@ -15,7 +15,11 @@ the output says which. Two measurements:
   trainable) vs the real BERT (full fine-tuning, every parameter trainable), measured with
   ``peak_memory`` of ``benchmarks/_common.py`` (gradients are set to None first, so they count).
 
-Writes ``benchmarks/results/cbert.json`` and the ``cbert`` section of ``docs/benchmarks.md``.
+Writes ``benchmarks/results/cbert.json`` (the environment, raw timings and the ratios to BERT);
+``python -m benchmarks.render`` turns it into the ``cbert`` section of ``docs/benchmarks.md``
+and judges the targets declared in ``benchmarks/render/targets.py``.
+
+    python -m benchmarks.cbert --threads 1
 """
 
 from __future__ import annotations
@@ -25,39 +29,28 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
-    DOCS_MD,
+from benchmarks._common import (
     RESULTS_DIR,
     environment,
-    fmt_num,
-    fmt_ratio,
-    markdown_table,
     optional_path,
     peak_memory,
+    record,
     source_fingerprint,
-    text_table,
     time_call,
     time_interleaved,
-    update_markdown_section,
-    write_json,
+    write_record,
 )
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-from _common import ensure_repo_on_path  # noqa: E402
-
-ensure_repo_on_path()
 from complexformer.lora import ComplexLoRAConfig, trainable_parameter_counts  # noqa: E402
 from complexformer.models.cbert import complexify, find_minilm_dir, load_minilm  # noqa: E402
 
 SECTION = "cbert"
 DEFAULT_JSON = RESULTS_DIR / "cbert.json"
-TARGET_RATIO = 2.5
 SCORES = ("modulus", "real")
 SOURCES = [
     "complexformer/models/cbert.py",
@@ -201,67 +194,22 @@ def measure_memory(args) -> list[dict]:
     return records
 
 
-def targets(records: list[dict]) -> list[str]:
-    lines = []
-    for r in records:
-        if r["kind"] == "forward" and r["model"] != "bert":
-            ratio = r["ratio_vs_bert"]
-            verdict = "PASS" if ratio <= TARGET_RATIO else "FAIL"
-            lines.append(
-                f"- {verdict} forward time CmplxBERT ({r['model'][6:]} score) / BERT: "
-                f"{ratio:.2f}x (target <= {TARGET_RATIO}x; CPU time "
-                f"{r['cpu_ratio_vs_bert']:.2f}x)"
-            )
-    return lines
-
-
-LABELS = {
-    "bert": "HF BERT (real)",
-    "cmplx_modulus": "CmplxBERT, modulus score",
-    "cmplx_real": "CmplxBERT, real score",
-    "bert_full_ft": "HF BERT, full fine-tuning",
-}
-HEADERS = ["what", "model", "shape", "time (ms)", "peak MiB", "vs BERT", "CPU time vs BERT"]
-
-
-def rows(records: list[dict]) -> list[list[str]]:
-    out = []
-    for r in records:
-        shape = f"B={r['B']}, T={r['T']}"
-        if r["kind"] == "forward":
-            out.append(
-                [
-                    "forward (eval)",
-                    LABELS[r["model"]],
-                    shape,
-                    fmt_num(r["median_ms"], 1),
-                    "-",
-                    fmt_ratio(r["ratio_vs_bert"]),
-                    fmt_ratio(r["cpu_ratio_vs_bert"]),
-                ]
-            )
-        else:
-            label = LABELS.get(r["model"], r["model"])
-            if r["model"] == "cmplx_modulus":
-                label = "CmplxBERT, adapters only"
-            out.append(
-                [
-                    "train step fwd+bwd (MLM)",
-                    label,
-                    shape,
-                    fmt_num(r["step_seconds_1_sample"] * 1e3, 0),
-                    fmt_num(r["peak_mib"], 1),
-                    fmt_ratio(r["ratio_vs_bert"]),
-                    "-",
-                ]
-            )
-    return out
+def ratios(records: list[dict]) -> dict[str, dict[str, float | None]]:
+    """Forward wall / CPU time and training-step peak memory of each model over BERT's."""
+    fwd = [r for r in records if r["kind"] == "forward" and r["model"] != "bert"]
+    mem = [r for r in records if r["kind"] == "train_memory" and r["model"] != "bert_full_ft"]
+    return {
+        "forward_time_vs_bert": {r["model"]: r["ratio_vs_bert"] for r in fwd},
+        "forward_cpu_time_vs_bert": {r["model"]: r["cpu_ratio_vs_bert"] for r in fwd},
+        "train_peak_memory_vs_bert": {r["model"]: r["ratio_vs_bert"] for r in mem},
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0] + " Writes JSON and the "
-        "'cbert' section of docs/benchmarks.md."
+        prog="python -m benchmarks.cbert",
+        description=__doc__.split("\n\n")[0] + " Writes a JSON record (render it with "
+        "python -m benchmarks.render).",
     )
     p.add_argument(
         "--threads",
@@ -302,18 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to write the JSON record (default: benchmarks/results/cbert.json;"
         " 'none' disables).",
     )
-    p.add_argument(
-        "--out-md",
-        type=str,
-        default=None,
-        metavar="PATH",
-        help="markdown file whose 'cbert' section is replaced "
-        "(default: docs/benchmarks.md; 'none' disables).",
-    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     if args.repeats is None:
         args.repeats = 2 if args.quick else 9
@@ -324,57 +265,32 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     env = environment("cpu")
-    fp_before = source_fingerprint(SOURCES)
+    env["sources"] = source_fingerprint(SOURCES)
     t0 = time.perf_counter()
     records, source = measure_forward(args)
     if not args.quick:
         records += measure_memory(args)
-    fp_after = source_fingerprint(SOURCES)
-    payload = {
-        "benchmark": SECTION,
-        "environment": env,
-        "config": vars(args),
-        "model_source": source,
-        "records": records,
-        "targets": targets(records),
-        "sources": fp_after,
-        "sources_changed_during_run": fp_before != fp_after,
-        "total_seconds": round(time.perf_counter() - t0, 1),
-    }
-    print(f"model: {source}")
-    print(text_table(HEADERS, rows(records)))
-    print("\n".join(payload["targets"]))
-    out_json = optional_path(args.out_json, DEFAULT_JSON)
-    if out_json is not None:
-        write_json(out_json, payload)
-    out_md = optional_path(args.out_md, DOCS_MD)
-    if out_md is not None:
-        cmd = "python benchmarks/cbert.py" + (" " + " ".join(argv or sys.argv[1:])).rstrip()
-        body = "\n".join(
-            [
-                "## CmplxBERT (complex LoRA adapters) vs the real BERT",
-                "",
-                f"Measured {env['date']} on `{env['cpu_model']}` ({env['torch_threads']} torch "
-                f"threads), torch {env['torch']}. Command: `{cmd}`. Model: {source}; "
-                f"`complexify(model, ComplexLoRAConfig(r={args.rank}))`. Forward: eval, no grad, "
-                "all-ones attention mask, timed round-robin (median of "
-                f"{args.repeats} wall-clock times; the target is on these). CPU time vs BERT: the "
-                "ratio of the medians of the same calls' CPU time (`time.thread_time`), which "
-                "other processes on a shared machine disturb far less than wall-clock time. "
-                "Training step: forward + backward of the MLM loss of "
-                "`BertForMaskedLM` (15% masked), CmplxBERT with the paper's modulus score and "
-                "head (adapters, complex biases and LayerNorms trainable) vs full fine-tuning of "
-                "the real model; peak = bytes allocated during the step over what was live "
-                "before (torch profiler on CPU), time = 1 sample. Raw data: "
-                "`benchmarks/results/cbert.json`.",
-                "",
-                markdown_table(HEADERS, rows(records), align="lllrrrr"),
-                "",
-                *payload["targets"],
-            ]
+    notes = []
+    if source_fingerprint(SOURCES) != env["sources"]:
+        notes.append(
+            f"WARNING: {', '.join(SOURCES)} changed while the benchmark ran; the numbers "
+            "may mix versions of the code (hashes in the JSON are from the start)."
         )
-        update_markdown_section(out_md, SECTION, body)
-        print(f"updated section {SECTION!r} of {out_md}")
+    config = {k: v for k, v in vars(args).items() if k != "out_json"}
+    payload = record(
+        SECTION,
+        environment=env,
+        config={"argv": " ".join(argv), **config},
+        records=records,
+        ratios=ratios(records),
+        notes=notes,
+        total_seconds=round(time.perf_counter() - t0, 1),
+        model_source=source,
+    )
+    print(f"model: {source}")
+    for n in notes:
+        print(f"note: {n}")
+    write_record(optional_path(args.out_json, DEFAULT_JSON), payload)
     return 0
 
 

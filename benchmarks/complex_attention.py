@@ -28,17 +28,18 @@ by default:
    recomputing causal attention over the whole prefix at every step (what one must do without
    a cache, e.g. with complextorch). The two outputs are checked to agree.
 
-Timing: :func:`_common.time_interleaved` (warm-up calls, then rounds in rotating order, the
-median reported). Peak memory (part 1 only, unless ``--no-memory``): :func:`_common.peak_memory`,
-the peak of the bytes allocated during one step over what was live before it (CPU: replay of
-the torch profiler's allocation events).
+Timing: :func:`benchmarks._common.time_interleaved` (warm-up calls, then rounds in rotating
+order, the median reported). Peak memory (part 1 only, unless ``--no-memory``):
+:func:`benchmarks._common.peak_memory`, the peak of the bytes allocated during one step over
+what was live before it (CPU: replay of the torch profiler's allocation events).
 
-Outputs: a table on stdout, ``benchmarks/results/complex_attention.json``, and the section
-between ``<!-- complex_attention:start -->`` and ``<!-- complex_attention:end -->`` of
-``docs/benchmarks.md`` (other sections are kept).
+Output: one line per measurement on stdout and ``benchmarks/results/complex_attention.json``
+(the environment, raw timings and the speed-ups over complextorch per T); ``python -m
+benchmarks.render`` turns it into the ``complex_attention`` section of ``docs/benchmarks.md``
+and judges the target declared in ``benchmarks/render/targets.py``.
 
-    python benchmarks/complex_attention.py --threads 1      # full run, a few minutes on CPU
-    python benchmarks/complex_attention.py --quick          # smoke test; writes no markdown
+    python -m benchmarks.complex_attention --threads 1   # full run, a few minutes on CPU
+    python -m benchmarks.complex_attention --quick       # smoke test (complex_attention-quick.json)
 """
 
 from __future__ import annotations
@@ -48,40 +49,29 @@ import gc
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
-    DOCS_MD,
+import complexformer.nn as cnn
+from benchmarks._common import (
     RESULTS_DIR,
     add_common_args,
-    ensure_repo_on_path,
     environment,
-    fmt_num,
-    fmt_ratio,
-    markdown_table,
     optional_path,
     peak_memory,
+    record,
     resolve_counts,
     resolve_device,
-    text_table,
     time_interleaved,
-    update_markdown_section,
-    write_json,
+    write_record,
 )
-
-ensure_repo_on_path()
-import complexformer.nn as cnn  # noqa: E402
 
 SECTION = "complex_attention"
 DEFAULT_SEQ_LENS = (256, 1024)
 QUICK_SEQ_LENS = (64, 128)
 DEFAULT_JSON = RESULTS_DIR / "complex_attention.json"
 QUICK_JSON = RESULTS_DIR / "complex_attention-quick.json"
-TARGET_T, TARGET_SPEEDUP = 1024, 2.0
 MASKS = ("none", "causal", "key_padding", "attn_mask_bool", "causal+key_padding")
 
 
@@ -200,7 +190,7 @@ def measure_fwd_bwd(args, device) -> tuple[list[dict], list[str]]:
             records.append(rec)
             print(
                 f"  fwd+bwd T={t:5d} {name:20s} {rec['time_ms']:10.1f} ms "
-                f"{fmt_num(rec['peak_mib'], 1):>10s} MiB (n={timing[name]['n']})",
+                f"{_mib(rec['peak_mib']):>10s} MiB (n={timing[name]['n']})",
                 flush=True,
             )
         # masks: ours/real only
@@ -290,7 +280,11 @@ def measure_kv_cache(args, device) -> list[dict]:
     return records
 
 
-# --------------------------------------------------------------------------- reporting
+def _mib(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+# --------------------------------------------------------------------------- ratios
 
 
 def _find(records, **kw) -> dict | None:
@@ -316,159 +310,17 @@ def speedups(records: list[dict], t: int) -> dict[str, float | None]:
     }
 
 
-def target(records: list[dict], seq_lens) -> dict[str, Any]:
-    res = {
-        "target": f"complextorch/real / ours/real time at T={TARGET_T}",
-        "threshold": TARGET_SPEEDUP,
-        "value": None,
-        "pass": None,
-    }
-    if TARGET_T in seq_lens:
-        v = speedups(records, TARGET_T)["ct_real/ours_real"]
-        if v is not None:
-            res["value"], res["pass"] = v, bool(v >= TARGET_SPEEDUP)
-    return res
-
-
-FWD_HEADERS = (
-    "T",
-    "method",
-    "time (ms)",
-    "p25-p75 (ms)",
-    "n",
-    "peak (MiB)",
-    "complextorch/real / this",
-    "complextorch/split / this",
-)
-
-
-def fwd_rows(records: list[dict]) -> list[list[str]]:
-    rows = []
-    for r in records:
-        if r["part"] != "fwd_bwd":
-            continue
-        ct_r = _find(records, part="fwd_bwd", T=r["T"], method="complextorch/real")
-        ct_s = _find(records, part="fwd_bwd", T=r["T"], method="complextorch/split")
-        tm = r["time"]
-        rows.append(
-            [
-                str(r["T"]),
-                r["method"],
-                fmt_num(r["time_ms"], 1),
-                f"{fmt_num(tm['p25_ms'], 1)}-{fmt_num(tm['p75_ms'], 1)}" if tm["n"] >= 2 else "-",
-                str(tm["n"]),
-                fmt_num(r["peak_mib"], 1),
-                fmt_ratio(_div(ct_r and ct_r["time_ms"], r["time_ms"])),
-                fmt_ratio(_div(ct_s and ct_s["time_ms"], r["time_ms"])),
-            ]
-        )
-    return rows
-
-
-MASK_HEADERS = ("T", "mask (ours/real)", "time (ms)", "n", "vs no mask")
-
-
-def mask_rows(records: list[dict]) -> list[list[str]]:
-    rows = []
-    for r in records:
-        if r["part"] != "masks":
-            continue
-        base = _find(records, part="masks", T=r["T"], mask="none")
-        rows.append(
-            [
-                str(r["T"]),
-                r["mask"],
-                fmt_num(r["time_ms"], 1),
-                str(r["time"]["n"]),
-                fmt_ratio(_div(r["time_ms"], base and base["time_ms"])),
-            ]
-        )
-    return rows
-
-
-KV_HEADERS = ("decoding", "prompt", "new tokens", "total (ms)", "ms / token", "speed-up")
-
-
-def kv_rows(records: list[dict]) -> list[list[str]]:
-    rec = _find(records, part="kv_cache", method="recompute")
-    rows = []
-    for r in records:
-        if r["part"] != "kv_cache":
-            continue
-        label = (
-            "KV cache (LayerKVCache)"
-            if r["method"] == "cached"
-            else "recompute the prefix each step"
-        )
-        rows.append(
-            [
-                label,
-                str(r["prompt"]),
-                str(r["steps"]),
-                fmt_num(r["time_ms"], 1),
-                fmt_num(r["ms_per_token"], 2),
-                fmt_ratio(_div(rec and rec["time_ms"], r["time_ms"])),
-            ]
-        )
-    return rows
-
-
-def markdown_body(payload: dict) -> str:
-    env, cfg, recs = payload["environment"], payload["config"], payload["records"]
-    tg = payload["target"]
-    verdict = (
-        "not measured"
-        if tg["pass"] is None
-        else f"{tg['value']:.2f}x: **{'PASS' if tg['pass'] else 'FAIL'}**"
-    )
-    kv = _find(recs, part="kv_cache", method="cached")
-    lines = [
-        "## Complex multi-head attention (`complexformer.nn`) vs complextorch",
-        "",
-        f"`python benchmarks/complex_attention.py {cfg['argv']}`".replace(" `", "`"),
-        "",
-        f"B={cfg['B']}, H={cfg['H']}, d_k=d_v={cfg['d_k']}, d_model={cfg['H'] * cfg['d_k']}, "
-        f"complex64, dropout 0; {env['device']} ({env['cpu_model']}), torch {env['torch']}, "
-        f"{env['torch_threads']} thread(s), load average {env.get('load_avg_1m')}, "
-        f"{env['date']}. Median of n timed forward + backward steps (gradients w.r.t. the input "
-        "and all parameters). complextorch's `MultiheadAttention` includes a residual "
-        "connection and a LayerNorm, so ours is timed as attention + residual + complex "
-        "LayerNorm (`ours/*`): the same work. Peak = bytes allocated during one step on top "
-        "of what was live before it.",
-        "",
-        markdown_table(FWD_HEADERS, fwd_rows(recs), "rlrrrrrr"),
-        "",
-        f"Target: {tg['target']} >= {tg['threshold']:g}x: {verdict}.",
-        "",
-        "Cost of masks (complextorch has none): `ours/real`, forward + backward.",
-        "",
-        markdown_table(MASK_HEADERS, mask_rows(recs), "rlrrr"),
-        "",
-        "KV cache, forward only (causal, rotary; complextorch has no cache, so without one "
-        "every step recomputes attention over the whole prefix):",
-        "",
-        markdown_table(KV_HEADERS, kv_rows(recs), "lrrrrr"),
-        "",
-    ]
-    if kv is not None:
-        lines.append(
-            f"Cached and recomputed outputs agree to {kv['max_abs_diff']:.1e} (max abs difference)."
-        )
-    if payload["notes"]:
-        lines += ["", "Notes:", ""] + [f"- {n}" for n in payload["notes"]]
-    return "\n".join(lines)
-
-
 # --------------------------------------------------------------------------- main
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
+        prog="python -m benchmarks.complex_attention",
         description="Forward+backward time and peak memory of complexformer.nn."
         "MultiheadAttention vs complextorch 2.1.1's, the cost of masks and of KV-cache "
         "decoding. Eager only (--no-compile is accepted and ignored: inductor does not "
-        "support complex tensors). Writes a JSON record and the 'complex_attention' "
-        "section of docs/benchmarks.md."
+        "support complex tensors). Writes a JSON record (render it with "
+        "python -m benchmarks.render).",
     )
     p.add_argument(
         "--seq-lens",
@@ -482,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--quick",
         action="store_true",
         help="smoke test: small T, 1 repeat, no warm-up, short decoding; writes "
-        "benchmarks/results/complex_attention-quick.json and no markdown.",
+        "benchmarks/results/complex_attention-quick.json unless --out-json is given.",
     )
     p.add_argument("--batch", type=int, default=4, help="batch size B (default: 4).")
     p.add_argument("--heads", type=int, default=8, help="heads H (default: 8).")
@@ -530,7 +382,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     out_json = optional_path(args.out_json, QUICK_JSON if args.quick else DEFAULT_JSON)
-    out_md = optional_path(args.out_md, None if args.quick else DOCS_MD)
     device = resolve_device(args.device)
     env = environment(device)
     print(
@@ -542,48 +393,32 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     records, notes = measure_fwd_bwd(args, device)
     records += measure_kv_cache(args, device)
-    payload = {
-        "benchmark": SECTION,
-        "environment": env,
-        "config": {
-            "argv": " ".join(argv),
-            "B": args.batch,
-            "H": args.heads,
-            "d_k": args.head_dim,
-            "seq_lens": args.seq_lens,
-            "repeats": args.repeats,
-            "warmup": args.warmup,
-            "prompt": args.prompt,
-            "steps": args.steps,
-            "seed": args.seed,
-            "total_seconds": None,
-        },
-        "records": records,
-        "speedups": {str(t): speedups(records, t) for t in args.seq_lens},
-        "target": target(records, args.seq_lens),
-        "notes": notes,
+    config = {
+        "argv": " ".join(argv),
+        "B": args.batch,
+        "H": args.heads,
+        "d_k": args.head_dim,
+        "seq_lens": args.seq_lens,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "prompt": args.prompt,
+        "steps": args.steps,
+        "seed": args.seed,
     }
-    payload["config"]["total_seconds"] = round(time.perf_counter() - t0, 1)
-    print()
-    print(text_table(FWD_HEADERS, fwd_rows(records)))
-    print()
-    print(text_table(MASK_HEADERS, mask_rows(records)))
-    print()
-    print(text_table(KV_HEADERS, kv_rows(records)))
-    tg = payload["target"]
-    if tg["value"] is not None:
-        print(
-            f"\ntarget {tg['target']} >= {tg['threshold']:g}: {tg['value']:.2f}x "
-            f"({'PASS' if tg['pass'] else 'FAIL'})"
-        )
-    if out_json is not None:
-        print(f"wrote {write_json(out_json, payload)}")
-    if out_md is not None:
-        print(
-            f"updated section '{SECTION}' of "
-            f"{update_markdown_section(out_md, SECTION, markdown_body(payload))}"
-        )
-    print(f"total {payload['config']['total_seconds']:.1f} s")
+    payload = record(
+        SECTION,
+        environment=env,
+        config=config,
+        records=records,
+        ratios={str(t): speedups(records, t) for t in args.seq_lens},
+        notes=notes,
+        total_seconds=round(time.perf_counter() - t0, 1),
+    )
+    for t, vals in payload["ratios"].items():
+        shown = ", ".join(f"{k} {'-' if v is None else f'{v:.2f}'}" for k, v in vals.items())
+        print(f"  speed-ups T={t}: {shown}", flush=True)
+    write_record(out_json, payload)
+    print(f"total {payload['total_seconds']:.1f} s")
     return 0
 
 

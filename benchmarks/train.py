@@ -11,7 +11,11 @@ context ``--seq-len`` 512):
   16-token prompt, with the KV cache (rotated keys, one new position per step) and without it
   (every step recomputes the whole sequence). Target: >= 5x with the cache.
 
-Writes ``benchmarks/results/train.json`` and the ``train`` section of ``docs/benchmarks.md``.
+Writes ``benchmarks/results/train.json`` (the environment, raw timings and the ratios);
+``python -m benchmarks.render`` turns it into the ``train`` section of ``docs/benchmarks.md``
+and judges the targets declared in ``benchmarks/render/targets.py``.
+
+    python -m benchmarks.train --threads 1
 """
 
 from __future__ import annotations
@@ -19,31 +23,21 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
-    DOCS_MD,
+from benchmarks._common import (
     RESULTS_DIR,
     add_common_args,
-    ensure_repo_on_path,
     environment,
-    fmt_num,
-    fmt_ratio,
-    markdown_table,
     optional_path,
+    record,
     resolve_counts,
-    text_table,
     time_interleaved,
     try_compile,
-    update_markdown_section,
-    write_json,
+    write_record,
 )
-
-ensure_repo_on_path()
-from complexformer.models import ComplexFormerLM, preset_config  # noqa: E402
+from complexformer.models import ComplexFormerLM, preset_config
 
 SECTION = "train"
 DEFAULT_JSON = RESULTS_DIR / "train.json"
@@ -96,10 +90,9 @@ def measure_training(args, schemes=("cmha", "rope")) -> list[dict]:
             else:
                 rec["note"] = notes.get(scheme, "skipped")
             records.append(rec)
-            print(
-                f"train {mode:8s} {scheme:5s} {fmt_num(rec.get('tokens_per_s'), 0)} tok/s",
-                flush=True,
-            )
+            tps = rec.get("tokens_per_s")
+            shown = "-" if tps is None else f"{tps:,.0f}"
+            print(f"train {mode:8s} {scheme:5s} {shown} tok/s", flush=True)
     return records
 
 
@@ -134,71 +127,24 @@ def measure_generation(args) -> list[dict]:
     return records
 
 
-def targets(records: list[dict]) -> list[str]:
-    lines = []
+def ratios(records: list[dict]) -> dict[str, float | None]:
+    """Training tokens/s cmha / rope per mode, and generation tokens/s with / without cache."""
+    out: dict[str, float | None] = {}
     tr = {(r["mode"], r["scheme"]): r.get("tokens_per_s") for r in records if r["kind"] == "train"}
     for mode in ("eager", "compiled"):
         c, r = tr.get((mode, "cmha")), tr.get((mode, "rope"))
-        if c and r:
-            ok = c / r >= 0.9 if mode == "eager" else None
-            verdict = "PASS" if ok else ("FAIL" if ok is False else "info")
-            lines.append(
-                f"- {verdict} training tokens/s cmha/rope, {mode}: {c / r:.2f}"
-                + (" (target >= 0.9)" if mode == "eager" else "")
-            )
+        if (mode, "cmha") in tr:
+            out[f"train_cmha_rope/{mode}"] = c / r if c and r else None
     gen = {r["use_cache"]: r["tokens_per_s"] for r in records if r["kind"] == "generate"}
-    if len(gen) == 2:
-        ratio = gen[True] / gen[False]
-        lines.append(
-            f"- {'PASS' if ratio >= 5 else 'FAIL'} generation with / without KV cache: "
-            f"{ratio:.1f}x (target >= 5x)"
-        )
-    return lines
-
-
-def rows(records: list[dict]) -> list[list[str]]:
-    out = []
-    rope = {
-        r["mode"]: r.get("tokens_per_s")
-        for r in records
-        if r["kind"] == "train" and r["scheme"] == "rope"
-    }
-    for r in records:
-        if r["kind"] == "train":
-            tps = r.get("tokens_per_s")
-            ratio = tps / rope[r["mode"]] if tps and rope.get(r["mode"]) else None
-            out.append(
-                [
-                    f"train ({r['mode']})",
-                    r["scheme"],
-                    f"B={r['B']}, T={r['T']}",
-                    fmt_num(r.get("median_ms"), 1),
-                    fmt_num(tps, 0),
-                    fmt_ratio(ratio),
-                ]
-            )
-        else:
-            label = "with KV cache" if r["use_cache"] else "no cache (recompute)"
-            out.append(
-                [
-                    f"generate, {label}",
-                    r["scheme"],
-                    f"{r['new_tokens']} new tokens",
-                    fmt_num(r["seconds"] * 1e3, 0),
-                    fmt_num(r["tokens_per_s"], 1),
-                    "-",
-                ]
-            )
+    out["generate_cache_speedup"] = gen[True] / gen[False] if len(gen) == 2 else None
     return out
-
-
-HEADERS = ["what", "scheme", "shape", "time (ms)", "tokens/s", "vs rope"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0] + " Writes JSON and the "
-        "'train' section of docs/benchmarks.md."
+        prog="python -m benchmarks.train",
+        description=__doc__.split("\n\n")[0] + " Writes a JSON record (render it with "
+        "python -m benchmarks.render).",
     )
     p.add_argument("--preset", default="tiny", help="model preset (default: tiny).")
     p.add_argument("--vocab", type=int, default=8192, help="vocabulary size (default: 8192).")
@@ -220,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     args.no_compile = args.no_compile or not args.compile
     resolve_counts(args)
@@ -228,42 +175,18 @@ def main(argv: list[str] | None = None) -> int:
     env = environment("cpu")
     t0 = time.perf_counter()
     records = measure_training(args) + measure_generation(args)
-    payload = {
-        "benchmark": SECTION,
-        "environment": env,
-        "config": vars(args) | {"_counts": None},
-        "records": records,
-        "targets": targets(records),
-        "total_seconds": round(time.perf_counter() - t0, 1),
-    }
-    out_json = optional_path(args.out_json, DEFAULT_JSON)
-    if out_json is not None:
-        write_json(out_json, payload)
-    print(text_table(HEADERS, rows(records)))
-    print("\n".join(payload["targets"]))
-    out_md = optional_path(args.out_md, DOCS_MD)
-    if out_md is not None:
-        cmd = "python benchmarks/train.py" + (" " + " ".join(argv or sys.argv[1:])).rstrip()
-        body = "\n".join(
-            [
-                "## Language model: training throughput and KV-cache generation",
-                "",
-                f"Measured {env['date']} on `{env['cpu_model']}` ({env['torch_threads']} torch "
-                f"threads), torch {env['torch']}. Command: `{cmd}`. Preset `{args.preset}`, "
-                f"vocabulary {args.vocab}; training steps are forward + backward + AdamW on random "
-                "ids, timed round-robin (median); generation is greedy from a 16-token prompt. "
-                "Raw data: `benchmarks/results/train.json`.",
-                "",
-                markdown_table(HEADERS, rows(records), align="lllrrr"),
-                "",
-                *payload["targets"],
-                "",
-                "The cached and uncached generations produce the same tokens: "
-                f"{records[-1]['same_tokens']}.",
-            ]
-        )
-        update_markdown_section(out_md, SECTION, body)
-        print(f"updated section {SECTION!r} of {out_md}")
+    config = {k: v for k, v in vars(args).items() if k not in ("_counts", "out_json")}
+    payload = record(
+        SECTION,
+        environment=env,
+        config={"argv": " ".join(argv), **config},
+        records=records,
+        ratios=ratios(records),
+        total_seconds=round(time.perf_counter() - t0, 1),
+    )
+    for key, value in payload["ratios"].items():
+        print(f"  {key}: {'-' if value is None else f'{value:.2f}'}", flush=True)
+    write_record(optional_path(args.out_json, DEFAULT_JSON), payload)
     return 0
 
 

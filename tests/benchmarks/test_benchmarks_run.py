@@ -1,0 +1,57 @@
+"""The attention benchmark end to end at its smallest sizes: a valid JSON record, no docs."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+from benchmarks import attention
+from benchmarks.render import DOCS_MD, render_section
+from complexformer._runtime import cpu_settings
+
+REPEATS = 2
+
+
+def test_attention_writes_a_record(tmp_path):
+    out = tmp_path / "out" / "attention.json"
+    docs_before = DOCS_MD.read_text(encoding="utf-8")
+    argv = ["--seq-lens", "16", "--heads", "2", "--head-dim", "8", "--repeats", str(REPEATS),
+            "--warmup", "0", "--no-compile", "--threads", "1", "--out-json", str(out)]  # fmt: skip
+    with cpu_settings():  # restores the thread count main() sets
+        assert attention.main(argv) == 0
+    assert DOCS_MD.read_text(encoding="utf-8") == docs_before
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["attention.json"]
+
+    payload = json.loads(out.read_text())
+    assert list(payload) == [
+        "benchmark", "environment", "config", "total_seconds", "records", "ratios", "notes",
+    ]  # fmt: skip
+    assert payload["benchmark"] == "attention"
+    env = payload["environment"]
+    for key in ("torch", "python", "cpu_model", "cpu_count", "torch_threads", "date", "sources"):
+        assert key in env
+    assert env["torch_threads"] == 1
+    assert set(env["sources"]) == set(attention.SOURCES)
+    cfg = payload["config"]
+    assert cfg["argv"] == " ".join(argv)
+    shape = (cfg["B"], cfg["H"], cfg["D"], cfg["seq_lens"], cfg["modes"])
+    assert shape == (1, 2, 8, [16], ["eager"])
+
+    recs = {r["method"]: r for r in payload["records"]}
+    assert sorted(recs) == ["cmha", "reference", "rope"]
+    for r in recs.values():
+        assert r["status"] == "ok" and r["T"] == 16 and r["mode"] == "eager"
+        samples = r["time"]["samples_ms"]
+        assert len(samples) == REPEATS and all(s > 0 for s in samples)
+        assert math.isclose(r["time_ms"], statistics.median(samples))
+        assert r["peak_bytes"] > 0
+    ratios = payload["ratios"]["16/eager"]
+    assert math.isclose(ratios["cmha_rope_time"], recs["cmha"]["time_ms"] / recs["rope"]["time_ms"])
+    assert math.isclose(
+        ratios["ref_cmha_mem"], recs["reference"]["peak_mib"] / recs["cmha"]["peak_mib"]
+    )
+    assert "torch.compile variants not run (--no-compile)." in payload["notes"]
+
+    md = render_section(payload, "attention.json")
+    assert "| 16 | eager | rope |" in md and "not measured in this run" in md
