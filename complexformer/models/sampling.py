@@ -13,9 +13,7 @@ __all__ = ["check_sampling_args", "filter_logits", "sample_next"]
 def check_sampling_args(temperature: float, top_p: float, top_k: int) -> None:
     """Raise ValueError naming the bad value and what is allowed."""
     if not (temperature >= 0 and math.isfinite(temperature)):
-        raise ValueError(
-            f"temperature must be a finite number >= 0 (0 means greedy), got {temperature}"
-        )
+        raise ValueError(f"temperature must be >= 0 and finite (0 means greedy), got {temperature}")
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     if not isinstance(top_k, int) or top_k < 0:

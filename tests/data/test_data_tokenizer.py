@@ -150,7 +150,10 @@ def test_hf_tokenizer_needs_transformers(monkeypatch, tmp_path):
     with pytest.raises(ImportError, match=r"pip install 'complexformer\[hf\]'"):
         Tokenizer.from_pretrained("gpt2")
     with pytest.raises(ImportError, match=r"pip install 'complexformer\[hf\]'"):
-        load_tokenizer(tmp_path / "not-a-dir-so-a-hub-name")
+        load_tokenizer("some-org/not-a-dir-so-a-hub-name")
+    # a local path that does not exist is named as such before any hub lookup
+    with pytest.raises(FileNotFoundError, match="no such file or directory"):
+        load_tokenizer(tmp_path / "missing-tokenizer-dir")
 
 
 def test_hf_tokenizer_from_directory(small_bpe, tmp_path):

@@ -279,6 +279,9 @@ def test_bad_generation_args_and_length():
         model.generate(x, 2, top_p=0.0)
     with pytest.raises(ValueError, match="temperature must be >= 0.*got -1"):
         model.generate(x, 2, temperature=-1.0)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="temperature must be >= 0 and finite"):
+            model.generate(x, 2, temperature=bad)
     with pytest.raises(ValueError, match="exceeds max_seq_len=64"):
         model(torch.randint(0, V, (1, 65)))
     with pytest.raises(ValueError, match="exceeds max_seq_len=64"):
