@@ -58,6 +58,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .models.config import preset_config
     from .training import TrainConfig, load_run, train
 
+    from .models.sampling import check_sampling_args
+
+    if args.sample_tokens:  # refuse a bad sampling setting before training, not after
+        check_sampling_args(args.temperature, args.top_p, 0)
     model_over, train_over = split_overrides(parse_overrides(args.set))
     flags = {
         "data": args.data,
