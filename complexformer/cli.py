@@ -56,9 +56,8 @@ def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str
 # ---------------------------------------------------------------------- subcommands
 def cmd_train(args: argparse.Namespace) -> int:
     from .models.config import preset_config
-    from .training import TrainConfig, load_run, train
-
     from .models.sampling import check_sampling_args
+    from .training import TrainConfig, load_run, train
 
     if args.sample_tokens:  # refuse a bad sampling setting before training, not after
         check_sampling_args(args.temperature, args.top_p, 0)
