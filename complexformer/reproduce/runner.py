@@ -32,7 +32,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +41,10 @@ import torch
 
 from .._config import ConfigBase
 from .._report import write_json
+from .._runtime import cpu_settings
 from ..models.config import GPTConfig
 from ..training.config import TrainConfig
+from ..training.rundir import run_lock
 from . import table as tables
 from .plots import plot_extrapolation_means, plot_table_losses
 from .variants import TABLE4_LABELS, TABLE_TITLES, TABLES, VARIANTS, Scale, get_scale, run_dir
@@ -523,22 +525,6 @@ def format_plan(config: ReproduceConfig, runs: list[PlannedRun] | None = None) -
 
 
 # ---------------------------------------------------------------------- the whole thing
-@contextlib.contextmanager
-def _cpu_settings(threads: int | None, flush_denormal: bool) -> Iterator[None]:
-    n = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    if flush_denormal:
-        torch.set_flush_denormal(True)
-    try:
-        yield
-    finally:
-        if flush_denormal:
-            torch.set_flush_denormal(False)
-        if torch.get_num_threads() != n:
-            torch.set_num_threads(n)
-
-
 def _fmt_s(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
@@ -650,7 +636,8 @@ def reproduce(
     todo = [r for r in runs if r.selected]
     trained, skipped = 0, 0
     results: list[dict[str, Any]] = []
-    with _cpu_settings(config.threads, scale.flush_denormal and device.type == "cpu"):
+    lock = run_lock(config.out, "reproduce") if rank == 0 else contextlib.nullcontext()
+    with lock, cpu_settings(config.threads, scale.flush_denormal and device.type == "cpu"):
         # ---- training
         for i, r in enumerate(todo, 1):
             head = f"[{i}/{len(todo)}] {r.name}"

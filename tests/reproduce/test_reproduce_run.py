@@ -12,6 +12,7 @@ import pytest
 from complexformer.reproduce import ReproduceConfig, format_plan, plan_runs, reproduce
 from complexformer.reproduce.cli import add_reproduce_parser
 from complexformer.reproduce.variants import SCALES, TABLES, get_scale, run_dir
+from complexformer.training.rundir import RunLockedError, run_lock
 
 
 def test_plan_tables_share_runs_and_differ_only_in_the_model(tmp_path):
@@ -218,3 +219,13 @@ def test_interrupted_run_resumes_and_train_only(tmp_path, micro_scale):
     assert json.loads((run.run_dir / "summary.json").read_text())["resumed_from"] == 5
     assert not (run.run_dir / "eval").exists()
     assert TABLES["4"][-1] == "rope"
+
+
+def test_a_second_reproduce_into_the_same_folder_is_refused(
+    tmp_path, micro_scale, tiny_evaluator_dir
+):
+    config = _config(tmp_path, micro_scale, tiny_evaluator_dir)
+    with run_lock(tmp_path, "reproduce"):
+        with pytest.raises(RunLockedError, match="being written by another process"):
+            reproduce(config, log=None)
+    assert not (tmp_path / "runs").exists()  # nothing was trained
