@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenizers import Tokenizer as _TkTokenizer
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
 from .cache import cache_subdir, hash_strings
 from .corpus import Corpus
 from .tokenizer import EOT_TOKEN, META_FILE, Tokenizer, load_tokenizer
@@ -46,8 +49,6 @@ _RECIPE = "bytelevel-bpe-v1"
 
 def new_bpe_tokenizer() -> Any:
     """An untrained byte-level BPE ``tokenizers.Tokenizer`` (pre-tokenizer and decoder set)."""
-    from tokenizers import Tokenizer as _TkTokenizer
-    from tokenizers import decoders, models, pre_tokenizers
 
     tk = _TkTokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -77,7 +78,6 @@ def train_bpe(
     Raises:
         ValueError: ``vocab_size`` below 257.
     """
-    from tokenizers import pre_tokenizers, trainers
 
     if vocab_size < _MIN_VOCAB:
         raise ValueError(

@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tokenizers import Tokenizer as _TkTokenizer
+
 from .._optional import require
 from .._paths import require_local_or_hub
 from .cache import atomic_write, hash_strings
@@ -150,8 +152,6 @@ class Tokenizer:
                 f"{_BPE_FILE}"
             )
         if kind == "bpe":
-            from tokenizers import Tokenizer as _TkTokenizer
-
             return cls.from_tokenizers(_TkTokenizer.from_file(str(d / _BPE_FILE)), eos)
         if kind == "hf":
             return cls.from_pretrained(d, eos_token=eos)

@@ -42,8 +42,15 @@ import torch
 from .._config import ConfigBase
 from .._report import write_json
 from .._runtime import cpu_settings
+from ..data import load_corpus, load_token_splits
+from ..evaluation.extrapolation import ExtrapolationConfig, run_extrapolation_suite
+from ..evaluation.genppl import load_evaluator, resolve_evaluator
+from ..evaluation.text import TextSuiteConfig, run_text_suite
 from ..models.config import GPTConfig
+from ..training import evaluate_perplexity, load_run, train
+from ..training.checkpoint import CHECKPOINTS_DIR, list_checkpoints
 from ..training.config import TrainConfig
+from ..training.dist import env_world, resolve_device
 from ..training.rundir import run_lock
 from . import table as tables
 from .plots import plot_extrapolation_means, plot_table_losses
@@ -189,7 +196,6 @@ class PlannedRun:
 
     def checkpoint_step(self) -> int | None:
         """The newest checkpoint's step (unverified), or None."""
-        from ..training.checkpoint import CHECKPOINTS_DIR, list_checkpoints
 
         found = list_checkpoints(self.run_dir / CHECKPOINTS_DIR)
         return found[-1][0] if found else None
@@ -372,8 +378,6 @@ class _Context:
         if self.spec is None:
             return None
         if self._evaluator is None:
-            from ..evaluation.genppl import load_evaluator
-
             t0 = time.perf_counter()
             self.log(f"reproduce: loading the gen-PPL evaluator {self.spec} (once)")
             self._evaluator = load_evaluator(self.spec, device=self.device)
@@ -382,7 +386,6 @@ class _Context:
         return self._evaluator
 
     def tokens(self, data: str, tokenizer: Any) -> dict[str, Any]:
-        from ..data import load_corpus, load_token_splits
 
         key = (data, tokenizer.fingerprint)
         if key not in self._tokens:
@@ -401,9 +404,6 @@ def evaluate_run(
 ) -> dict[str, Any]:
     """Evaluate a finished run (only the pieces whose files are missing) and return its
     result dict (see :mod:`.table`)."""
-    from ..evaluation.extrapolation import ExtrapolationConfig, run_extrapolation_suite
-    from ..evaluation.text import TextSuiteConfig, run_text_suite
-    from ..training import evaluate_perplexity, load_run
 
     steps = run.summary().get("steps")
     paths = eval_paths(run.run_dir, settings, steps)
@@ -614,8 +614,6 @@ def reproduce(
         ValueError: a run directory trained with other settings, bad config values.
         ImportError: the evaluator's package is missing (checked before any training).
     """
-    from ..training import train
-    from ..training.dist import env_world, resolve_device
 
     scale = config.scale
     assert isinstance(scale, Scale)
@@ -628,8 +626,6 @@ def reproduce(
     settings = eval_settings(config)
     spec = config.evaluator_spec
     if not train_only and spec is not None and evaluator is None:
-        from ..evaluation.genppl import resolve_evaluator
-
         resolve_evaluator(spec)  # fail now (missing package / file), not after training
     device = resolve_device(config.device, local)
     t_start = time.perf_counter()

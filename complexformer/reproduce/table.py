@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .._report import markdown_table, write_report
-from .variants import TABLE4_LABELS, TABLE_TITLES, VARIANTS
+from .variants import TABLE4_LABELS, TABLE_TITLES, TABLES, VARIANTS
 
 __all__ = [
     "EXTRAPOLATION_METRIC_PREFIX",
@@ -430,7 +430,6 @@ def build_table1(
         "markdown"}``; a row: ``variant``, ``label``, ``n``, ``cells`` (the printed cells)
         and ``stats`` (per metric: ``n``, ``mean``, ``std``, ``values``).
     """
-    from .variants import TABLES
 
     variants = list(variants or TABLES["1"])
     return build_table("1", results, variants, TABLE1_METRICS, baseline=baseline, meta=meta)
@@ -516,7 +515,6 @@ def build_table4(
     Returns:
         As :func:`build_table1`, plus ``paired_full`` (the comparison against ``full``).
     """
-    from .variants import TABLES
 
     variants = list(variants or TABLES["4"])
     labels = {v: TABLE4_LABELS.get(v, VARIANTS[v].label if v in VARIANTS else v) for v in variants}
@@ -599,7 +597,6 @@ def build_extrapolation_table(
     Returns:
         As :func:`build_table1`; the metrics are ``ppl_x1``, ``ppl_x2``, ...
     """
-    from .variants import TABLES
 
     variants = list(variants or TABLES["extrapolation"])
     metrics = tuple(_extrapolation_metric(int(m)) for m in multipliers)

@@ -34,11 +34,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
 from .._atomic import atomic_write_text
 from .._manifest import FORMAT, MANIFEST, verify_manifest, write_manifest
 from ..models.config import GPTConfig
+from ..models.lm import ComplexFormerLM
 from .config import TrainConfig
 
 __all__ = [
@@ -111,7 +113,6 @@ def _write_json(path: Path, obj: Any) -> None:
 
 
 def _save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
-    from safetensors.torch import save_file
 
     save_file(
         {k: v.detach().cpu().contiguous() for k, v in tensors.items()},
@@ -122,7 +123,6 @@ def _save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
 
 
 def _save_model(path: Path, model: nn.Module) -> None:
-    from safetensors.torch import save_model
 
     save_model(model, str(path), metadata={"format": "pt"})
     _fsync_file(path)
@@ -383,7 +383,6 @@ class Checkpoint:
 
     def load_model_into(self, model: nn.Module, device: str | torch.device = "cpu") -> None:
         """Load the weights into ``model`` (strict; tied weights handled)."""
-        from safetensors.torch import load_model
 
         f = self.path / MODEL_FILE
         try:
@@ -393,7 +392,6 @@ class Checkpoint:
 
     def build_model(self, device: str | torch.device = "cpu") -> nn.Module:
         """A :class:`~complexformer.models.ComplexFormerLM` with the checkpoint's weights."""
-        from ..models.lm import ComplexFormerLM
 
         model = ComplexFormerLM(self.model_config)
         self.load_model_into(model, device)
@@ -401,13 +399,11 @@ class Checkpoint:
 
     def optimizer_state_dict(self) -> dict[str, Any]:
         """The optimizer ``state_dict`` (tensors on CPU)."""
-        from safetensors.torch import load_file
 
         return _unflatten_optimizer(load_file(str(self.path / OPTIM_FILE)), self.state["optimizer"])
 
     def rng_state(self, rank: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
         """Rank ``rank``'s RNG state, or None if the checkpoint has no such rank."""
-        from safetensors.torch import load_file
 
         if rank >= len(self.state.get("rng", [])):
             return None

