@@ -28,34 +28,24 @@ Ability via Head-Specific Complex Vector Attention" (2025), Tables 1 and 4, at a
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from .._config import ConfigBase
 from .._report import write_json
 from .._runtime import cpu_settings
-from ..data import load_corpus, load_token_splits
-from ..evaluation.extrapolation import ExtrapolationConfig, run_extrapolation_suite
-from ..evaluation.genppl import load_evaluator, resolve_evaluator
-from ..evaluation.text import TextSuiteConfig, run_text_suite
-from ..models.config import GPTConfig
-from ..training import evaluate_perplexity, load_run, train
-from ..training.checkpoint import CHECKPOINTS_DIR, list_checkpoints
-from ..training.config import TrainConfig
+from ..evaluation.genppl import resolve_evaluator
+from ..training import train
 from ..training.dist import env_world, resolve_device
 from ..training.rundir import run_lock
 from . import table as tables
+from .evaluate import EvalContext, cached_result, eval_paths, eval_settings, evaluate_run
+from .plan import PlannedRun, ReproduceConfig, check_run_settings, plan_runs, settings_diff
 from .plots import plot_extrapolation_means, plot_table_losses
-from .variants import TABLE4_LABELS, TABLE_TITLES, TABLES, VARIANTS, Scale, get_scale, run_dir
-from .variants import table_variants as _table_variants
+from .variants import TABLE4_LABELS, TABLE_TITLES, TABLES, VARIANTS, Scale
 
 __all__ = [
     "PlannedRun",
@@ -69,394 +59,6 @@ __all__ = [
     "plan_runs",
     "reproduce",
 ]
-
-#: TrainConfig fields that do not change what is learned (ignored when comparing a run
-#: directory's saved settings with the plan).
-_TRAIN_IGNORED = (
-    "out_dir",
-    "num_threads",
-    "device",
-    "tensorboard",
-    "compile",
-    "keep_last",
-    "log_every",
-    "save_every",
-    "eval_every",
-    "eval_blocks",
-)
-
-
-@dataclass
-class ReproduceConfig(ConfigBase):
-    """What ``complexformer reproduce`` does.
-
-    Attributes:
-        out: the output directory (``OUT/runs/<variant>/seed<k>``, ``OUT/table*.md``).
-        tables: table ids: ``"1"``, ``"4"``, ``"extrapolation"``.
-        scale: a :class:`Scale` or the name of one (``tiny``, ``small``, ``paper``).
-        seeds: number of seeds; the seeds are 0 .. seeds − 1.
-        data: corpus spec (None: the scale's).
-        evaluator: gen-PPL evaluator spec (None: the scale's; ``"none"`` skips gen-PPL).
-        threads: torch CPU threads for training and evaluation (None: torch's default).
-        device: ``auto``, ``cpu`` or ``cuda``.
-        bf16: train under bfloat16 autocast.
-        train_only: train, do not evaluate or tabulate (automatic under torchrun).
-        only: restrict training and evaluation to these runs: ``"VARIANT"`` (all its seeds)
-            or ``"VARIANT/seedK"``; the tables still include the other runs' saved results.
-        command: the command line, printed above the tables.
-    """
-
-    out: str
-    tables: tuple[str, ...] = ("1",)
-    scale: Scale | str = "tiny"
-    seeds: int = 3
-    data: str | None = None
-    evaluator: str | None = None
-    threads: int | None = None
-    device: str = "auto"
-    bf16: bool = False
-    train_only: bool = False
-    only: tuple[str, ...] = ()
-    command: str | None = None
-
-    def __post_init__(self) -> None:
-        self.out = os.fspath(self.out)
-        self.tables = tuple(dict.fromkeys(str(t) for t in self.tables))
-        if not self.tables:
-            raise ValueError("give at least one table (1, 4, extrapolation)")
-        _table_variants(self.tables)  # validates the ids
-        if isinstance(self.scale, str):
-            self.scale = get_scale(self.scale)
-        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
-            raise ValueError(f"seeds must be an integer >= 1, got {self.seeds!r}")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"threads must be >= 1, got {self.threads}")
-        names = set(self.variants)
-        for item in self.only:
-            v, _, s = item.partition("/")
-            if v not in names:
-                raise ValueError(
-                    f"--only {item!r}: {v!r} is not a variant of tables "
-                    f"{', '.join(self.tables)} ({', '.join(self.variants)})"
-                )
-            if s and not (s.startswith("seed") and s[4:].isdigit() and int(s[4:]) < self.seeds):
-                raise ValueError(f"--only {item!r}: expected VARIANT/seedK with K < {self.seeds}")
-
-    @property
-    def variants(self) -> list[str]:
-        """The distinct variants of the tables, in order."""
-        return _table_variants(self.tables)
-
-    @property
-    def data_spec(self) -> str:
-        assert isinstance(self.scale, Scale)
-        return self.data or self.scale.data
-
-    @property
-    def evaluator_spec(self) -> str | None:
-        """The evaluator spec, None when gen-PPL is skipped."""
-        assert isinstance(self.scale, Scale)
-        spec = self.scale.evaluator if self.evaluator is None else self.evaluator
-        return None if (spec or "none").strip().lower() == "none" else spec
-
-    def selected(self, variant: str, seed: int) -> bool:
-        """Whether ``--only`` lets this run be trained and evaluated."""
-        if not self.only:
-            return True
-        return variant in self.only or f"{variant}/seed{seed}" in self.only
-
-
-@dataclass
-class PlannedRun:
-    """One (variant, seed) of the plan.
-
-    Attributes:
-        variant: the variant name.
-        seed: the seed.
-        run_dir: ``OUT/runs/<variant>/seed<seed>``.
-        model_config: its :class:`GPTConfig`.
-        train_config: its :class:`TrainConfig`.
-        selected: whether ``--only`` selects it.
-    """
-
-    variant: str
-    seed: int
-    run_dir: Path
-    model_config: GPTConfig
-    train_config: TrainConfig
-    selected: bool = True
-
-    @property
-    def name(self) -> str:
-        return f"{self.variant}/seed{self.seed}"
-
-    @property
-    def finished(self) -> bool:
-        return (self.run_dir / "summary.json").is_file()
-
-    def checkpoint_step(self) -> int | None:
-        """The newest checkpoint's step (unverified), or None."""
-
-        found = list_checkpoints(self.run_dir / CHECKPOINTS_DIR)
-        return found[-1][0] if found else None
-
-    def summary(self) -> dict[str, Any]:
-        return json.loads((self.run_dir / "summary.json").read_text(encoding="utf-8"))
-
-
-def plan_runs(config: ReproduceConfig) -> list[PlannedRun]:
-    """Every (variant, seed) of ``config.tables``: variants in table order, then seeds."""
-    scale = config.scale
-    assert isinstance(scale, Scale)
-    runs = []
-    for v in config.variants:
-        for seed in range(config.seeds):
-            d = run_dir(config.out, v, seed)
-            tc = scale.train_config(
-                d, seed, data=config.data_spec, device=config.device, num_threads=config.threads
-            )
-            if config.bf16:
-                tc = tc.replace(bf16=True)
-            runs.append(PlannedRun(v, seed, d, scale.model_config(v), tc, config.selected(v, seed)))
-    return runs
-
-
-def _settings_diff(run: PlannedRun) -> dict[str, tuple[Any, Any]]:
-    """Fields where the run directory's saved configs differ from the plan."""
-    diff: dict[str, tuple[Any, Any]] = {}
-    cfg_path, tc_path = run.run_dir / "config.json", run.run_dir / "train_config.json"
-    if cfg_path.is_file():
-        saved = json.loads(cfg_path.read_text(encoding="utf-8"))
-        planned = run.model_config.to_dict()
-        for k in sorted(set(saved) | set(planned)):
-            if k != "vocab_size" and saved.get(k) != planned.get(k):
-                diff[k] = (saved.get(k), planned.get(k))
-    if tc_path.is_file():
-        saved = json.loads(tc_path.read_text(encoding="utf-8"))
-        planned = run.train_config.to_dict()
-        for k in sorted(set(saved) | set(planned)):
-            if k not in _TRAIN_IGNORED and saved.get(k) != planned.get(k):
-                diff[k] = (saved.get(k), planned.get(k))
-    return diff
-
-
-def check_run_settings(run: PlannedRun) -> None:
-    """Refuse a run directory that was trained with other settings than the plan's.
-
-    Raises:
-        ValueError: naming the run, the differing fields (saved, planned) and the way out.
-    """
-    diff = _settings_diff(run)
-    if diff:
-        raise ValueError(
-            f"{run.run_dir} holds a run trained with other settings (field: (saved, planned)): "
-            f"{diff}; use another --out, or delete that directory to retrain it"
-        )
-
-
-# ---------------------------------------------------------------------- evaluation settings
-def _key(settings: dict[str, Any]) -> str:
-    text = json.dumps(settings, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
-
-
-def eval_settings(config: ReproduceConfig) -> dict[str, dict[str, Any]]:
-    """The evaluation settings of the plan, one dict per piece (``ppl``, ``text``,
-    ``extrapolation`` when that table is requested); each piece's hash names its files."""
-    scale = config.scale
-    assert isinstance(scale, Scale)
-    data = config.data_spec
-    text = asdict(scale.text_config(data, config.evaluator_spec))
-    text.pop("progress", None)
-    out: dict[str, dict[str, Any]] = {
-        "ppl": {
-            "data": data,
-            "splits": ["val", "test"],
-            "batch_size": scale.ppl_batch_size,
-            "max_blocks": scale.ppl_max_blocks,
-        },
-        "text": text,
-    }
-    if "extrapolation" in config.tables:
-        ex = asdict(scale.extrapolation_config("cpu"))
-        for k in ("device", "show_progress"):
-            ex.pop(k, None)
-        ex["multipliers"] = list(ex["multipliers"])
-        out["extrapolation"] = ex
-    return out
-
-
-def eval_paths(
-    run_dir_: Path, settings: dict[str, dict[str, Any]], steps: int | None
-) -> dict[str, Path]:
-    """Where each evaluation piece of a run is saved: ``RUN/eval/ppl-<key>.json``,
-    ``RUN/eval/text-<key>/text.json``, ``RUN/eval/extrapolation-<key>/extrapolation.json``;
-    ``<key>`` hashes the piece's settings and the run's number of steps."""
-    paths = {}
-    for piece, s in settings.items():
-        key = _key({**s, "steps": steps})
-        if piece == "ppl":
-            paths[piece] = run_dir_ / "eval" / f"ppl-{key}.json"
-        else:
-            paths[piece] = run_dir_ / "eval" / f"{piece}-{key}" / f"{piece}.json"
-    return paths
-
-
-def _read(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _result_from_files(run: PlannedRun, paths: dict[str, Path]) -> dict[str, Any]:
-    summary = run.summary()
-    ppl = _read(paths["ppl"])
-    text = _read(paths["text"])
-    m = text["metrics"]
-    result: dict[str, Any] = {
-        "variant": run.variant,
-        "seed": run.seed,
-        "run_dir": str(run.run_dir),
-        "pos_scheme": run.model_config.pos_scheme,
-        "pcl": run.model_config.pcl,
-        "params": ppl["params"],
-        "steps": summary.get("steps"),
-        "tokens_seen": summary.get("tokens_seen"),
-        "train_time_s": summary.get("elapsed_s"),
-        "train_val_ppl": summary.get("val_ppl"),
-        "val_loss": ppl["val"]["loss"],
-        "val_ppl": ppl["val"]["ppl"],
-        "test_loss": ppl["test"]["loss"],
-        "test_ppl": ppl["test"]["ppl"],
-        "gen_ppl": m.get("gen_ppl"),
-        "gen_ppl_mean_per_sample": m.get("gen_ppl_mean_per_sample"),
-        "dist_1": m.get("dist_1"),
-        "dist_2": m.get("dist_2"),
-        "rep_4": m.get("rep_4"),
-        "num_prompts": m.get("num_prompts"),
-        "mean_new_tokens": m.get("mean_new_tokens"),
-        "eval_time_s": ppl.get("time_s", 0.0) + sum(text.get("timing", {}).values()),
-    }
-    if "extrapolation" in paths:
-        ex = _read(paths["extrapolation"])
-        res = ex["runs"][0]["results"]
-        result["extrapolation"] = {str(r["multiplier"]): r["ppl"] for r in res}
-        result["max_seq_len"] = ex["runs"][0]["max_seq_len"]
-        result["eval_time_s"] += ex.get("time_s", 0.0)
-    return result
-
-
-def cached_result(run: PlannedRun, settings: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """The run's result from its saved evaluation files, or None if any is missing."""
-    if not run.finished:
-        return None
-    paths = eval_paths(run.run_dir, settings, run.summary().get("steps"))
-    if not all(p.is_file() for p in paths.values()):
-        return None
-    return _result_from_files(run, paths)
-
-
-class _Context:
-    """What evaluation shares across runs: the evaluator (loaded once, lazily) and the
-    val/test token arrays (per corpus and tokenizer)."""
-
-    def __init__(
-        self,
-        evaluator_spec: str | None,
-        device: torch.device,
-        evaluator: Any = None,
-        log: Callable[[str], Any] = print,
-    ) -> None:
-        self.spec = evaluator_spec
-        self.device = device
-        self._evaluator = evaluator
-        self._tokens: dict[tuple[str, str], dict[str, Any]] = {}
-        self._corpora: dict[str, Any] = {}
-        self.log = log
-        self.evaluator_load_s = 0.0
-        self.evaluated = 0
-
-    def evaluator(self) -> Any:
-        if self.spec is None:
-            return None
-        if self._evaluator is None:
-            t0 = time.perf_counter()
-            self.log(f"reproduce: loading the gen-PPL evaluator {self.spec} (once)")
-            self._evaluator = load_evaluator(self.spec, device=self.device)
-            self.evaluator_load_s = time.perf_counter() - t0
-            self.log(f"reproduce: evaluator loaded in {self.evaluator_load_s:.0f} s")
-        return self._evaluator
-
-    def tokens(self, data: str, tokenizer: Any) -> dict[str, Any]:
-
-        key = (data, tokenizer.fingerprint)
-        if key not in self._tokens:
-            if data not in self._corpora:
-                self._corpora[data] = load_corpus(data)
-            self._tokens[key] = load_token_splits(
-                self._corpora[data], tokenizer, splits=("val", "test"), show_progress=False
-            )
-        return self._tokens[key]
-
-
-def evaluate_run(
-    run: PlannedRun,
-    settings: dict[str, dict[str, Any]],
-    context: _Context,
-) -> dict[str, Any]:
-    """Evaluate a finished run (only the pieces whose files are missing) and return its
-    result dict (see :mod:`.table`)."""
-
-    steps = run.summary().get("steps")
-    paths = eval_paths(run.run_dir, settings, steps)
-    missing = [p for p, path in paths.items() if not path.is_file()]
-    if missing:
-        loaded = load_run(run.run_dir, device=context.device)
-        model, tok = loaded.model, loaded.tokenizer
-        if "ppl" in missing:
-            s = settings["ppl"]
-            t0 = time.perf_counter()
-            toks = context.tokens(s["data"], tok)
-            res = {
-                split: evaluate_perplexity(
-                    model,
-                    toks[split],
-                    model.config.max_seq_len - 1,
-                    s["batch_size"],
-                    max_blocks=s["max_blocks"],
-                    device=context.device,
-                )
-                for split in s["splits"]
-            }
-            write_json(
-                paths["ppl"],
-                {
-                    "settings": s,
-                    "steps": steps,
-                    **res,
-                    "params": sum(p.numel() for p in model.parameters()),
-                    "time_s": time.perf_counter() - t0,
-                },
-            )
-        if "text" in missing:
-            cfg = TextSuiteConfig(**{**settings["text"], "progress": False})
-            run_text_suite(model, tok, cfg, paths["text"].parent, evaluator=context.evaluator())
-        if "extrapolation" in missing:
-            ex = settings["extrapolation"]
-            cfg = ExtrapolationConfig(
-                **{
-                    **ex,
-                    "multipliers": tuple(ex["multipliers"]),
-                    "device": str(context.device),
-                    "show_progress": False,
-                }
-            )
-            t0 = time.perf_counter()
-            payload = run_extrapolation_suite(
-                [loaded], cfg, paths["extrapolation"].parent, names=[run.name]
-            )
-            payload = {k: v for k, v in payload.items() if k != "files"}
-            write_json(paths["extrapolation"], {**payload, "time_s": time.perf_counter() - t0})
-        del loaded, model
-    return _result_from_files(run, paths)
 
 
 # ---------------------------------------------------------------------- plan printing
@@ -518,7 +120,7 @@ def format_plan(config: ReproduceConfig, runs: list[PlannedRun] | None = None) -
     lines += ["", f"runs ({len(runs)}):"]
     for r in runs:
         sel = "" if r.selected else "  [not selected by --only]"
-        diff = _settings_diff(r)
+        diff = settings_diff(r)
         warn = f"  [OTHER SETTINGS: {diff}]" if diff else ""
         lines.append(f"  {r.name:<20} {r.run_dir}  {_status(r, settings)}{sel}{warn}")
     return "\n".join(lines)
@@ -671,7 +273,7 @@ def reproduce(
             }
 
         # ---- evaluation
-        ctx = _Context(spec, device, evaluator, log=say)
+        ctx = EvalContext(spec, device, evaluator, log=say)
         for i, r in enumerate(runs, 1):
             head = f"[{i}/{len(runs)}] {r.name}"
             if not r.finished:

@@ -1,0 +1,205 @@
+"""The plan of a reproduction: its configuration and every (variant, seed) run.
+
+See :mod:`complexformer.reproduce.runner` for the whole protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._config import ConfigBase
+from ..models.config import GPTConfig
+from ..training.checkpoint import CHECKPOINTS_DIR, list_checkpoints
+from ..training.config import TrainConfig
+from .variants import Scale, get_scale, run_dir
+from .variants import table_variants as _table_variants
+
+__all__ = ["PlannedRun", "ReproduceConfig", "check_run_settings", "plan_runs"]
+
+#: TrainConfig fields that do not change what is learned (ignored when comparing a run
+#: directory's saved settings with the plan).
+_TRAIN_IGNORED = (
+    "out_dir",
+    "num_threads",
+    "device",
+    "tensorboard",
+    "compile",
+    "keep_last",
+    "log_every",
+    "save_every",
+    "eval_every",
+    "eval_blocks",
+)
+
+
+@dataclass
+@dataclass
+class ReproduceConfig(ConfigBase):
+    """What ``complexformer reproduce`` does.
+
+    Attributes:
+        out: the output directory (``OUT/runs/<variant>/seed<k>``, ``OUT/table*.md``).
+        tables: table ids: ``"1"``, ``"4"``, ``"extrapolation"``.
+        scale: a :class:`Scale` or the name of one (``tiny``, ``small``, ``paper``).
+        seeds: number of seeds; the seeds are 0 .. seeds − 1.
+        data: corpus spec (None: the scale's).
+        evaluator: gen-PPL evaluator spec (None: the scale's; ``"none"`` skips gen-PPL).
+        threads: torch CPU threads for training and evaluation (None: torch's default).
+        device: ``auto``, ``cpu`` or ``cuda``.
+        bf16: train under bfloat16 autocast.
+        train_only: train, do not evaluate or tabulate (automatic under torchrun).
+        only: restrict training and evaluation to these runs: ``"VARIANT"`` (all its seeds)
+            or ``"VARIANT/seedK"``; the tables still include the other runs' saved results.
+        command: the command line, printed above the tables.
+    """
+
+    out: str
+    tables: tuple[str, ...] = ("1",)
+    scale: Scale | str = "tiny"
+    seeds: int = 3
+    data: str | None = None
+    evaluator: str | None = None
+    threads: int | None = None
+    device: str = "auto"
+    bf16: bool = False
+    train_only: bool = False
+    only: tuple[str, ...] = ()
+    command: str | None = None
+
+    def __post_init__(self) -> None:
+        self.out = os.fspath(self.out)
+        self.tables = tuple(dict.fromkeys(str(t) for t in self.tables))
+        if not self.tables:
+            raise ValueError("give at least one table (1, 4, extrapolation)")
+        _table_variants(self.tables)  # validates the ids
+        if isinstance(self.scale, str):
+            self.scale = get_scale(self.scale)
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
+            raise ValueError(f"seeds must be an integer >= 1, got {self.seeds!r}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
+        names = set(self.variants)
+        for item in self.only:
+            v, _, s = item.partition("/")
+            if v not in names:
+                raise ValueError(
+                    f"--only {item!r}: {v!r} is not a variant of tables "
+                    f"{', '.join(self.tables)} ({', '.join(self.variants)})"
+                )
+            if s and not (s.startswith("seed") and s[4:].isdigit() and int(s[4:]) < self.seeds):
+                raise ValueError(f"--only {item!r}: expected VARIANT/seedK with K < {self.seeds}")
+
+    @property
+    def variants(self) -> list[str]:
+        """The distinct variants of the tables, in order."""
+        return _table_variants(self.tables)
+
+    @property
+    def data_spec(self) -> str:
+        assert isinstance(self.scale, Scale)
+        return self.data or self.scale.data
+
+    @property
+    def evaluator_spec(self) -> str | None:
+        """The evaluator spec, None when gen-PPL is skipped."""
+        assert isinstance(self.scale, Scale)
+        spec = self.scale.evaluator if self.evaluator is None else self.evaluator
+        return None if (spec or "none").strip().lower() == "none" else spec
+
+    def selected(self, variant: str, seed: int) -> bool:
+        """Whether ``--only`` lets this run be trained and evaluated."""
+        if not self.only:
+            return True
+        return variant in self.only or f"{variant}/seed{seed}" in self.only
+
+
+@dataclass
+class PlannedRun:
+    """One (variant, seed) of the plan.
+
+    Attributes:
+        variant: the variant name.
+        seed: the seed.
+        run_dir: ``OUT/runs/<variant>/seed<seed>``.
+        model_config: its :class:`GPTConfig`.
+        train_config: its :class:`TrainConfig`.
+        selected: whether ``--only`` selects it.
+    """
+
+    variant: str
+    seed: int
+    run_dir: Path
+    model_config: GPTConfig
+    train_config: TrainConfig
+    selected: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant}/seed{self.seed}"
+
+    @property
+    def finished(self) -> bool:
+        return (self.run_dir / "summary.json").is_file()
+
+    def checkpoint_step(self) -> int | None:
+        """The newest checkpoint's step (unverified), or None."""
+
+        found = list_checkpoints(self.run_dir / CHECKPOINTS_DIR)
+        return found[-1][0] if found else None
+
+    def summary(self) -> dict[str, Any]:
+        return json.loads((self.run_dir / "summary.json").read_text(encoding="utf-8"))
+
+
+def plan_runs(config: ReproduceConfig) -> list[PlannedRun]:
+    """Every (variant, seed) of ``config.tables``: variants in table order, then seeds."""
+    scale = config.scale
+    assert isinstance(scale, Scale)
+    runs = []
+    for v in config.variants:
+        for seed in range(config.seeds):
+            d = run_dir(config.out, v, seed)
+            tc = scale.train_config(
+                d, seed, data=config.data_spec, device=config.device, num_threads=config.threads
+            )
+            if config.bf16:
+                tc = tc.replace(bf16=True)
+            runs.append(PlannedRun(v, seed, d, scale.model_config(v), tc, config.selected(v, seed)))
+    return runs
+
+
+def settings_diff(run: PlannedRun) -> dict[str, tuple[Any, Any]]:
+    """Fields where the run directory's saved configs differ from the plan."""
+    diff: dict[str, tuple[Any, Any]] = {}
+    cfg_path, tc_path = run.run_dir / "config.json", run.run_dir / "train_config.json"
+    if cfg_path.is_file():
+        saved = json.loads(cfg_path.read_text(encoding="utf-8"))
+        planned = run.model_config.to_dict()
+        for k in sorted(set(saved) | set(planned)):
+            if k != "vocab_size" and saved.get(k) != planned.get(k):
+                diff[k] = (saved.get(k), planned.get(k))
+    if tc_path.is_file():
+        saved = json.loads(tc_path.read_text(encoding="utf-8"))
+        planned = run.train_config.to_dict()
+        for k in sorted(set(saved) | set(planned)):
+            if k not in _TRAIN_IGNORED and saved.get(k) != planned.get(k):
+                diff[k] = (saved.get(k), planned.get(k))
+    return diff
+
+
+def check_run_settings(run: PlannedRun) -> None:
+    """Refuse a run directory that was trained with other settings than the plan's.
+
+    Raises:
+        ValueError: naming the run, the differing fields (saved, planned) and the way out.
+    """
+    diff = settings_diff(run)
+    if diff:
+        raise ValueError(
+            f"{run.run_dir} holds a run trained with other settings (field: (saved, planned)): "
+            f"{diff}; use another --out, or delete that directory to retrain it"
+        )
