@@ -45,7 +45,8 @@ bench-docs: venv
 	$(PY) -m benchmarks.render
 
 lint: venv
-	$(VENV)/bin/ruff check complexformer tests benchmarks
+	$(VENV)/bin/ruff check complexformer tests benchmarks examples
+	$(VENV)/bin/ruff format --check complexformer tests benchmarks examples
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
