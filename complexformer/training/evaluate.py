@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .._runtime import eval_mode
 from ..data import EvalBlocks
 from .dist import all_reduce_sum
 
@@ -70,8 +71,6 @@ def evaluate_perplexity(
             f"cannot evaluate: {len(tokens)} tokens do not fill one block of "
             f"block_size + 1 = {block_size + 1} tokens"
         )
-    was_training = model.training
-    model.eval()
     nll = torch.zeros((), dtype=torch.float64, device=device)
     count = torch.zeros((), dtype=torch.float64, device=device)
     autocast = (
@@ -79,7 +78,7 @@ def evaluate_perplexity(
         if bf16
         else contextlib.nullcontext()
     )
-    try:
+    with eval_mode(model):
         for batch in blocks:  # (b, block_size + 1)
             batch = batch.to(device)
             with autocast:
@@ -92,8 +91,6 @@ def evaluate_perplexity(
             )
             nll += loss.double()
             count += targets.numel()
-    finally:
-        model.train(was_training)
     totals = all_reduce_sum(torch.stack([nll, count]))
     total_nll, total_count = float(totals[0]), int(round(float(totals[1])))
     mean = total_nll / total_count
