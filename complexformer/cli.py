@@ -221,12 +221,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"  {key:<16}{value}")
     print(f"\ntokenizer: vocab {tokenizer.vocab_size}, eos id {tokenizer.eos_token_id}")
     print("\n" + format_parameter_report(model))
-    j = cfg.head_dim // 2
-    if cfg.pos_scheme in ("cmha", "cmha_shared"):
-        per = f"{cfg.n_head} heads x J={j}" if cfg.pos_scheme == "cmha" else f"J={j} shared"
+    per = model.scheme.describe_adaptation(cfg.n_head, cfg.head_dim)
+    if per is not None:  # a scheme with learned adaptation (cmha, cmha_shared)
         print(f"adaptation: delta and b per layer ({per}) x {cfg.n_layer} layers")
         for i, block in enumerate(model.blocks):
-            d, b = block.attn.adapt_delta.detach(), block.attn.adapt_bias.detach()
+            d, b = (p.detach() for p in model.scheme.adaptation(block.attn))
             print(
                 f"  layer {i}: |delta| mean {d.abs().mean():.4f} max {d.abs().max():.4f}; "
                 f"b mean {b.mean():+.4f} std {b.std():.4f}"
