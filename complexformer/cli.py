@@ -235,6 +235,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
+    from .attention.registry import describe_schemes
     from .evaluation.cli import add_evaluate_parser
     from .lora.cli import add_cbert_parsers
     from .reproduce.cli import add_reproduce_parser
@@ -253,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="train a model on a corpus",
         description="Train a language model; "
         "checkpoints, metrics.jsonl, loss.png, the tokenizer and the final model go to --out.",
-        epilog=_EPILOG_TRAIN,
+        epilog=f"{_EPILOG_TRAIN}\npositional schemes (--set pos_scheme=NAME):\n"
+        f"{describe_schemes()}\n",
         formatter_class=fmt,
     )
     t.add_argument(

@@ -125,7 +125,8 @@ def scheme_max_length(config: Any) -> int | None:
 
 def describe_schemes() -> str:
     """``name: description`` of every registered scheme, one per line (for ``--help``)."""
-    return "\n".join(f"  {name:<12}{s.description}" for name, s in SCHEMES.items())
+    width = max(map(len, SCHEMES), default=0) + 2
+    return "\n".join(f"  {name:<{width}}{s.description}" for name, s in SCHEMES.items())
 
 
 for _s in (

@@ -1,7 +1,8 @@
 """Adding a positional scheme is one class plus its registration.
 
-Two toy schemes are defined here and registered only for this module: one rotates every pair
-of q and k by the same angle per position, one adds a recency bias to the scores. The LM
+Three toy schemes are defined here and registered only for this module: one rotates every
+pair of q and k by the same angle per position, one adds a recency bias to the scores, one
+is RoPE at scaled positions (the worked example of docs/positional_schemes.md). The LM
 trains with them, decodes with a KV cache, and the head analysis separates their terms;
 their scores are checked against the literal formulas.
 """
@@ -18,9 +19,11 @@ from complexformer.attention import (
     SCHEMES,
     KVCache,
     PositionalScheme,
+    RotaryScheme,
     apply_rope,
     causal_mask,
     registered_scheme,
+    rope_frequencies,
 )
 from complexformer.attention.schemes import PAIRS
 from complexformer.evaluation.heads import (
@@ -60,12 +63,27 @@ class RecencyBias(PositionalScheme):
         return (-SLOPE * (m - n)).expand(attn.n_head, t_q, t_k)  # (H, Tq, Tk)
 
 
-TOYS = ("toy_rotation", "toy_recency")
+class HalfSpeedRope(RotaryScheme):
+    """Toy from docs/positional_schemes.md: RoPE with positions scaled by 1/2 (position
+    interpolation); only the positions change, the cache and the analysis follow."""
+
+    name = "toy_half_rope"
+    description = "toy: RoPE at half the position"
+
+    def positions(self, attn, offset, t):
+        return torch.arange(offset, offset + t, dtype=torch.float64) * 0.5
+
+
+TOYS = ("toy_rotation", "toy_recency", "toy_half_rope")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def toys():
-    with registered_scheme(SameAngleRotation()), registered_scheme(RecencyBias()):
+    with (
+        registered_scheme(SameAngleRotation()),
+        registered_scheme(RecencyBias()),
+        registered_scheme(HalfSpeedRope()),
+    ):
         yield
     assert not set(TOYS) & set(SCHEMES)  # unregistered afterwards
 
@@ -87,12 +105,16 @@ def literal_scores(scheme: str, q: torch.Tensor, k: torch.Tensor) -> dict[str, t
     if scheme == "toy_recency":
         bias = (-SLOPE * dist).expand_as(qk)
         return {"full": qk + bias, "no_semantic": bias, "no_position": qk}
+    # rotation by (m - n) * w_j: one angle for every pair, or RoPE's frequencies at p / 2
+    w = torch.full((j,), ANGLE, dtype=q.dtype)
+    if scheme == "toy_half_rope":
+        w = 0.5 * rope_frequencies(d).to(q.dtype)
     lq = torch.hypot(q[..., :j], q[..., j:])  # pairs (x[j], x[j + J])
     lk = torch.hypot(k[..., :j], k[..., j:])
     tq = torch.atan2(q[..., j:], q[..., :j])
     tk = torch.atan2(k[..., j:], k[..., :j])
     mod = lq.unsqueeze(-2) * lk.unsqueeze(-3)  # (B, H, T, T, J)
-    rel = (ANGLE * dist)[..., None]  # (T, T, 1)
+    rel = dist[..., None] * w  # (T, T, J)
     full = (mod * torch.cos(tq.unsqueeze(-2) - tk.unsqueeze(-3) + rel)).sum(-1) / math.sqrt(d)
     no_sem = (mod * torch.cos(rel)).sum(-1) / math.sqrt(d)
     return {"full": full, "no_semantic": no_sem, "no_position": qk}
@@ -145,7 +167,7 @@ def test_head_analysis_separates_the_toy_terms(scheme):
     model = make(scheme)
     attn = model.blocks[0].attn
     assert model.scheme.score_terms == (
-        ("semantic", "positional") if scheme == "toy_rotation" else ("semantic", "bias")
+        ("semantic", "bias") if scheme == "toy_recency" else ("semantic", "positional")
     )
     torch.manual_seed(1)
     q, k = torch.randn(2, 2, 2, 9, 8, dtype=torch.float64).unbind(0)

@@ -71,18 +71,18 @@ class PolarScheme(RotaryScheme):
             attn.adapt_bias = nn.Parameter(torch.zeros(shape))
 
     def rotate(self, attn: nn.Module, q: Tensor, k: Tensor, offset: int) -> tuple[Tensor, Tensor]:
-        d, w = attn.adapt_delta, attn.omega
-        q = polar_rotate(q, d, attn.adapt_bias, offset, w, PAIRS)
-        return q, polar_rotate(k, d, None, offset, w, PAIRS)
+        d, w, pos = attn.adapt_delta, attn.omega, self.positions(attn, offset, q.shape[-2])
+        q = polar_rotate(q, d, attn.adapt_bias, pos, w, PAIRS)
+        return q, polar_rotate(k, d, None, pos, w, PAIRS)
 
     def rotate_with_phases(
         self, attn: nn.Module, q: Tensor, k: Tensor, offset: int
     ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor]]:
         """Rotation through the explicit polar form, so that autograd also runs through the
         (B, H, T, J) phases, which the phase contrastive loss uses."""
-        d, w = attn.adapt_delta, attn.omega
-        lam_q, ph_q = polar_components(q, d, attn.adapt_bias, offset, w, PAIRS)
-        lam_k, ph_k = polar_components(k, d, None, offset, w, PAIRS)
+        d, w, pos = attn.adapt_delta, attn.omega, self.positions(attn, offset, q.shape[-2])
+        lam_q, ph_q = polar_components(q, d, attn.adapt_bias, pos, w, PAIRS)
+        lam_k, ph_k = polar_components(k, d, None, pos, w, PAIRS)
         q = polar_from_components(lam_q, ph_q, q.dtype, PAIRS)
         k = polar_from_components(lam_k, ph_k, k.dtype, PAIRS)
         return q, k, (ph_q, ph_k)
@@ -95,10 +95,11 @@ class PolarScheme(RotaryScheme):
         S_sem uses ω = 0 (phase δ ⊙ AS + b)."""
         scale = 1.0 / math.sqrt(q.shape[-1])
         delta, bias, omega = attn.adapt_delta, attn.adapt_bias, attn.omega
+        pos = self.positions(attn, 0, q.shape[-2])
 
         def polar(d: Tensor, w: Tensor) -> Tensor:
-            qr = polar_rotate(q, d, bias, 0, w, PAIRS)
-            kr = polar_rotate(k, d, None, 0, w, PAIRS)
+            qr = polar_rotate(q, d, bias, pos, w, PAIRS)
+            kr = polar_rotate(k, d, None, pos, w, PAIRS)
             return (qr @ kr.transpose(-1, -2)) * scale
 
         return {

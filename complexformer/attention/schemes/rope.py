@@ -19,7 +19,10 @@ class RotaryScheme(PositionalScheme):
 
     Owns the (J,) buffer ``attn.omega`` (not saved in checkpoints: it is recomputed from
     ``omega_schedule`` and ``rope_base``, see :func:`~complexformer.attention.rope_frequencies`).
-    It is the case δ = 1, b = 0 of CMHA (Shao et al. 2025, eq. 8).
+    It is the case δ = 1, b = 0 of CMHA (Shao et al. 2025, eq. 8). Subclasses change the
+    positions (:meth:`positions`, e.g. scaled for position interpolation) or the frequencies
+    (the ``omega`` buffer in :meth:`init_attention`); :meth:`rotate` and
+    :meth:`score_variants` both use them, so the KV cache and the head analysis follow.
     """
 
     name = "rope"
@@ -39,15 +42,26 @@ class RotaryScheme(PositionalScheme):
         omega = rope_frequencies(head_dim, rope_base, omega_schedule)  # (J,)
         attn.register_buffer("omega", omega, persistent=False)
 
+    def positions(self, attn: nn.Module, offset: int, t: int) -> Tensor | int:
+        """The positions p of the T tokens starting at ``offset``, whose angles are p ω_j.
+
+        Returns:
+            An int offset (positions ``offset .. offset + t - 1``, the default) or a (T,)
+            float tensor.
+        """
+        return offset
+
     def rotate(self, attn: nn.Module, q: Tensor, k: Tensor, offset: int) -> tuple[Tensor, Tensor]:
-        return apply_rope(q, offset, attn.omega, PAIRS), apply_rope(k, offset, attn.omega, PAIRS)
+        pos = self.positions(attn, offset, q.shape[-2])
+        return apply_rope(q, pos, attn.omega, PAIRS), apply_rope(k, pos, attn.omega, PAIRS)
 
     def score_variants(self, attn: nn.Module, q: Tensor, k: Tensor) -> dict[str, Tensor | None]:
-        """S = rope(q)·rope(k)/√D; S_pos: the moduli rotated by position (δ = 0 of CMHA);
-        S_sem = q·k/√D (ω = 0)."""
+        """S = rope(q)·rope(k)/√D; S_pos: the pairs' moduli rotated by position (δ = 0 of
+        CMHA); S_sem = q·k/√D (ω = 0)."""
         scale = 1.0 / math.sqrt(q.shape[-1])
         omega = attn.omega
         zero = torch.zeros_like(omega)
+        pos = self.positions(attn, 0, q.shape[-2])
 
         def dot(a: Tensor, b: Tensor) -> Tensor:
             return (a @ b.transpose(-1, -2)) * scale
@@ -55,8 +69,8 @@ class RotaryScheme(PositionalScheme):
         return {
             "full": dot(*self.rotate(attn, q, k, 0)),
             "no_semantic": dot(
-                polar_rotate(q, zero, None, 0, omega, PAIRS),
-                polar_rotate(k, zero, None, 0, omega, PAIRS),
+                polar_rotate(q, zero, None, pos, omega, PAIRS),
+                polar_rotate(k, zero, None, pos, omega, PAIRS),
             ),
             "no_position": dot(q, k),
         }
