@@ -28,7 +28,10 @@ This suite reports, for a trained run:
    row KL divergences KL(softmax S || softmax S_x) over rows with at least two keys. RoPE is
    the case δ = 1, b = 0; ALiBi's score is q·k/√D + bias, whose terms are removed
    directly; NoPE has no positional term (share 1); for ``learned`` and ``sinusoidal``
-   positions are mixed into the hidden states and the measure is not defined (None).
+   positions are mixed into the hidden states and the measure is not defined (None). The
+   positional scheme object computes S, S_pos and S_sem
+   (:meth:`~complexformer.attention.schemes.PositionalScheme.score_variants`), so a newly
+   registered scheme is analysed too.
 3. **Attention maps**: the causal attention probabilities softmax(S) of every head for a
    prompt, as a grid of images, plus per-head mean attention distance and entropy on the
    data blocks.
