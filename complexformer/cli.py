@@ -202,12 +202,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"  {key:<16}{value}")
     print(f"\ntokenizer: vocab {tokenizer.vocab_size}, eos id {tokenizer.eos_token_id}")
     print("\n" + format_parameter_report(model))
-    j = cfg.head_dim // 2
-    if cfg.pos_scheme in ("cmha", "cmha_shared"):
-        per = f"{cfg.n_head} heads x J={j}" if cfg.pos_scheme == "cmha" else f"J={j} shared"
+    per = model.scheme.describe_adaptation(cfg.n_head, cfg.head_dim)
+    if per is not None:  # a scheme with learned adaptation (cmha, cmha_shared)
         print(f"adaptation: delta and b per layer ({per}) x {cfg.n_layer} layers")
         for i, block in enumerate(model.blocks):
-            d, b = block.attn.adapt_delta.detach(), block.attn.adapt_bias.detach()
+            d, b = (p.detach() for p in model.scheme.adaptation(block.attn))
             print(
                 f"  layer {i}: |delta| mean {d.abs().mean():.4f} max {d.abs().max():.4f}; "
                 f"b mean {b.mean():+.4f} std {b.std():.4f}"
@@ -217,6 +216,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
+    from .attention.registry import describe_schemes
     from .evaluation.cli import add_evaluate_parser
     from .lora.cli import add_cbert_parsers
     from .reproduce.cli import add_reproduce_parser
@@ -235,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="train a model on a corpus",
         description="Train a language model; "
         "checkpoints, metrics.jsonl, loss.png, the tokenizer and the final model go to --out.",
-        epilog=_EPILOG_TRAIN,
+        epilog=f"{_EPILOG_TRAIN}\npositional schemes (--set pos_scheme=NAME):\n"
+        f"{describe_schemes()}\n",
         formatter_class=fmt,
     )
     t.add_argument(

@@ -6,35 +6,24 @@ import torch
 from torch import Tensor, nn
 
 from .cache import LayerKVCache
-from .functional import (
-    alibi_bias,
-    alibi_slopes,
-    apply_rope,
-    attention,
-    polar_components,
-    polar_from_components,
-    polar_rotate,
-    rope_frequencies,
-)
+from .functional import attention
 from .registry import get_scheme
+from .schemes import PAIRS
 
 __all__ = ["CausalSelfAttention", "PAIRS"]
-
-# Each head pairs feature j with feature j + D/2 ("halves"). The paper pairs (2j, 2j+1); since
-# the features come from the learned projection W_q / W_k, the two are the same model up to a
-# fixed permutation of W's rows, and halves are faster on CPU and under torch.compile.
-PAIRS = "halves"
 
 
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention: CMHA (Shao et al. 2025) or a baseline scheme.
 
-    For the ``cmha*`` schemes the queries and keys of each head are polar-rotated (eq. 1-8:
-    phase delta * theta + b + position * omega, modulus kept) and then fed to fused
-    scaled-dot-product attention; the adaptation parameters are ``adapt_delta`` and
-    ``adapt_bias`` of shape (H, J) for ``cmha`` and (J,) for ``cmha_shared``, initialised to
-    delta ~ N(0, 0.02^2), b = 0 (paper, §3.1.2). ``cmha_fixed`` holds delta = 1, b = 0 as
-    frozen buffers.
+    The positional scheme (:class:`~complexformer.attention.schemes.PositionalScheme`, by
+    registered name) owns its parameters and buffers on this layer and rotates queries and
+    keys or adds a score bias. For the ``cmha*`` schemes the queries and keys of each head
+    are polar-rotated (eq. 1-8: phase delta * theta + b + position * omega, modulus kept) and
+    then fed to fused scaled-dot-product attention; the adaptation parameters are
+    ``adapt_delta`` and ``adapt_bias`` of shape (H, J) for ``cmha`` and (J,) for
+    ``cmha_shared``, initialised to delta ~ N(0, 0.02^2), b = 0 (paper, §3.1.2).
+    ``cmha_fixed`` holds delta = 1, b = 0 as frozen buffers.
 
     Args:
         d_model: model width.
@@ -66,34 +55,20 @@ class CausalSelfAttention(nn.Module):
             raise ValueError(f"d_model ({d_model}) must be divisible by n_head ({n_head})")
         self.scheme = get_scheme(pos_scheme)
         self.n_head, self.head_dim = n_head, d_model // n_head
-        if self.scheme.rotation and self.head_dim % 2:
-            raise ValueError(
-                f"head dimension d_model / n_head = {self.head_dim} must be even for "
-                f"pos_scheme {pos_scheme!r}"
-            )
-        if pcl and self.scheme.rotation != "polar":
-            raise ValueError(
-                f"the phase contrastive loss needs a cmha scheme, got pos_scheme {pos_scheme!r}"
-            )
+        self.scheme.validate(head_dim=self.head_dim, pcl=pcl)
         self.dropout = dropout
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.proj = nn.Linear(d_model, d_model, bias=bias)
         self.resid_drop = nn.Dropout(dropout)
-        j = self.head_dim // 2
-        if self.scheme.rotation:
-            omega = rope_frequencies(self.head_dim, rope_base, omega_schedule)
-            self.register_buffer("omega", omega, persistent=False)
-        if self.scheme.rotation == "polar":
-            shape = {"head": (n_head, j), "shared": (j,), "fixed": (j,)}[self.scheme.adapt]
-            if self.scheme.adapt == "fixed":
-                self.register_buffer("adapt_delta", torch.ones(shape), persistent=False)
-                self.register_buffer("adapt_bias", torch.zeros(shape), persistent=False)
-            else:
-                self.adapt_delta = nn.Parameter(torch.randn(shape) * delta_init_std)
-                self.adapt_bias = nn.Parameter(torch.zeros(shape))
-        if self.scheme.alibi:
-            self.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
-        self.pcl_weight = nn.Parameter(torch.ones(2, j)) if pcl else None
+        self.scheme.init_attention(
+            self,
+            n_head=n_head,
+            head_dim=self.head_dim,
+            omega_schedule=omega_schedule,
+            rope_base=rope_base,
+            delta_init_std=delta_init_std,
+        )
+        self.pcl_weight = nn.Parameter(torch.ones(2, self.head_dim // 2)) if pcl else None
 
     def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Per-head queries, keys and values before any positional rotation.
@@ -119,7 +94,7 @@ class CausalSelfAttention(nn.Module):
             x: (B, T, d_model) hidden states of the new positions.
             cache: optional layer cache; its length is the position of x[:, 0].
             return_phases: also return the (B, H, T, J) rotated phases of queries and keys
-                (``cmha*`` schemes only), for the phase contrastive loss.
+                (schemes with phases, the ``cmha*`` ones), for the phase contrastive loss.
 
         Returns:
             (output (B, T, d_model), phases or None).
@@ -128,26 +103,15 @@ class CausalSelfAttention(nn.Module):
         offset = cache.length if cache is not None else 0
         q, k, v = self.project_qkv(x)  # each (B, H, T, D)
         phases = None
-        if self.scheme.rotation == "polar" and return_phases:
-            # autograd through the phases, which the phase contrastive loss also uses
-            lam_q, ph_q = polar_components(
-                q, self.adapt_delta, self.adapt_bias, offset, self.omega, PAIRS
-            )
-            lam_k, ph_k = polar_components(k, self.adapt_delta, None, offset, self.omega, PAIRS)
-            q = polar_from_components(lam_q, ph_q, q.dtype, PAIRS)
-            k = polar_from_components(lam_k, ph_k, k.dtype, PAIRS)
-            phases = (ph_q, ph_k)
-        elif self.scheme.rotation == "polar":
-            q = polar_rotate(q, self.adapt_delta, self.adapt_bias, offset, self.omega, PAIRS)
-            k = polar_rotate(k, self.adapt_delta, None, offset, self.omega, PAIRS)
-        elif self.scheme.rotation == "rope":
-            q = apply_rope(q, offset, self.omega, PAIRS)
-            k = apply_rope(k, offset, self.omega, PAIRS)
+        if return_phases:
+            q, k, phases = self.scheme.rotate_with_phases(self, q, k, offset)
+        else:
+            q, k = self.scheme.rotate(self, q, k, offset)
         if cache is not None:
             k, v = cache.update(k, v)
         bias = None
-        if self.scheme.alibi:
-            bias = alibi_bias(self.slopes, t, k.shape[-2], offset)  # (H, Tq, Tk)
+        if self.scheme.biases:
+            bias = self.scheme.score_bias(self, t, k.shape[-2], offset)  # (H, Tq, Tk)
         y = attention(
             q,
             k,

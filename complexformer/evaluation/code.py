@@ -36,6 +36,7 @@ from .._atomic import atomic_write_text
 from .._config import ConfigBase
 from .._optional import require
 from .._report import markdown_table, write_report
+from ..attention.registry import scheme_max_length
 from .passk import DEFAULT_KS, mean_pass_at_k, pass_at_k
 from .sandbox import SandboxResult, run_program, sandbox_capabilities
 
@@ -412,12 +413,13 @@ def _prompt_ids(
     if not ids:
         return ids, "skipped: the prompt encodes to no tokens"
     cfg = getattr(model, "config", None)
-    if getattr(cfg, "pos_scheme", None) == "learned":
-        budget = cfg.max_seq_len - config.max_new_tokens
+    limit = scheme_max_length(cfg)
+    if limit is not None:
+        budget = limit - config.max_new_tokens
         if len(ids) > budget:
             note = (
                 f"prompt left-truncated from {len(ids)} to {budget} tokens (max_seq_len "
-                f"{cfg.max_seq_len} of pos_scheme 'learned' - {config.max_new_tokens} new)"
+                f"{limit} of pos_scheme {cfg.pos_scheme!r} - {config.max_new_tokens} new)"
             )
             return ids[-budget:], note
     return ids, None
@@ -541,11 +543,12 @@ def run_code_suite(
     config.validate()
     say = log or (lambda _msg: None)
     cfg = getattr(model, "config", None)
-    if getattr(cfg, "pos_scheme", None) == "learned" and config.max_new_tokens >= cfg.max_seq_len:
+    limit = scheme_max_length(cfg)
+    if limit is not None and config.max_new_tokens >= limit:
         raise ValueError(
             f"max_new_tokens={config.max_new_tokens} leaves no room for a prompt within "
-            f"max_seq_len={cfg.max_seq_len}, the limit of pos_scheme 'learned'; use at most "
-            f"{cfg.max_seq_len - 1}"
+            f"max_seq_len={limit}, the limit of pos_scheme {cfg.pos_scheme!r}; use at most "
+            f"{limit - 1}"
         )
     ks = config.used_ks()
     notes = []

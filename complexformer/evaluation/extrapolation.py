@@ -44,6 +44,7 @@ from torch import nn
 from .._atomic import atomic_output
 from .._config import ConfigBase
 from .._report import markdown_table, write_report
+from ..attention.registry import scheme_max_length
 
 __all__ = [
     "PROTOCOLS",
@@ -295,8 +296,9 @@ def extrapolation_curve(
     for m in mults:
         length = m * t
         reason = None
-        if cfg.pos_scheme == "learned" and length > t:
-            reason = f"pos_scheme 'learned' cannot run beyond max_seq_len={t}"
+        limit = scheme_max_length(cfg)
+        if limit is not None and length > limit:
+            reason = f"pos_scheme {cfg.pos_scheme!r} cannot run beyond max_seq_len={limit}"
         elif per_length <= 0 or (protocol == "blocks" and per_length + 1 < length):
             reason = f"the split has {n_tok} tokens, too few for one block of {length}"
         plan.append((m, length, reason))

@@ -28,7 +28,10 @@ This suite reports, for a trained run:
    row KL divergences KL(softmax S || softmax S_x) over rows with at least two keys. RoPE is
    the case δ = 1, b = 0; ALiBi's score is q·k/√D + bias, whose terms are removed
    directly; NoPE has no positional term (share 1); for ``learned`` and ``sinusoidal``
-   positions are mixed into the hidden states and the measure is not defined (None).
+   positions are mixed into the hidden states and the measure is not defined (None). The
+   positional scheme object computes S, S_pos and S_sem
+   (:meth:`~complexformer.attention.schemes.PositionalScheme.score_variants`), so a newly
+   registered scheme is analysed too.
 3. **Attention maps**: the causal attention probabilities softmax(S) of every head for a
    prompt, as a grid of images, plus per-head mean attention distance and entropy on the
    data blocks.
@@ -52,8 +55,8 @@ from torch import Tensor, nn
 from .._atomic import atomic_output, atomic_write
 from .._config import ConfigBase
 from .._report import markdown_table, write_report
-from ..attention.functional import alibi_bias, apply_rope, causal_mask, polar_rotate
-from ..attention.module import PAIRS, CausalSelfAttention
+from ..attention.functional import causal_mask
+from ..attention.module import CausalSelfAttention
 
 __all__ = [
     "STAT_NAMES",
@@ -175,23 +178,20 @@ def adaptation_stats(
         "fixed", "delta": {stat: (n_layer, n_head) nested list}, "bias": {...}}``.
     """
     blocks = list(model.blocks)
-    attn0 = blocks[0].attn
-    if attn0.scheme.rotation != "polar":
+    scheme = blocks[0].attn.scheme
+    if scheme.adaptation(blocks[0].attn) is None:
         return None
     out: dict[str, Any] = {
-        "scheme": attn0.scheme.name,
-        "shared": attn0.scheme.adapt == "shared",
-        "fixed": attn0.scheme.adapt == "fixed",
+        "scheme": scheme.name,
+        "shared": scheme.adapt == "shared",
+        "fixed": scheme.adapt == "fixed",
         "delta_threshold": delta_threshold,
         "bias_threshold": bias_threshold,
     }
-    for key, attr, thr in (
-        ("delta", "adapt_delta", delta_threshold),
-        ("bias", "adapt_bias", bias_threshold),
-    ):
+    for which, key, thr in ((0, "delta", delta_threshold), (1, "bias", bias_threshold)):
         per_layer = []
         for b in blocks:
-            p = getattr(b.attn, attr)
+            p = scheme.adaptation(b.attn)[which]
             per_layer.append(p.expand(b.attn.n_head, p.shape[-1]))  # (H, J)
         stats = _stats(torch.stack(per_layer), thr)  # each (L, H)
         out[key] = {k: v.tolist() for k, v in stats.items()}
@@ -203,7 +203,8 @@ def score_variants(attn: CausalSelfAttention, q: Tensor, k: Tensor) -> dict[str,
     """The head scores of eq. 8 and their two ablations, unmasked, for positions 0 .. T − 1.
 
     Args:
-        attn: the attention module (its scheme, δ, b, ω, ALiBi slopes are used).
+        attn: the attention module; its positional scheme computes the scores
+            (:meth:`~complexformer.attention.schemes.PositionalScheme.score_variants`).
         q: (B, H, T, D) queries from :meth:`CausalSelfAttention.project_qkv`.
         k: (B, H, T, D) keys.
 
@@ -214,42 +215,7 @@ def score_variants(attn: CausalSelfAttention, q: Tensor, k: Tensor) -> dict[str,
         δ ⊙ AS + b); RoPE is δ = 1, b = 0; for ALiBi S_pos is the distance bias alone and
         S_sem = q·k/√D; for NoPE S_pos = 0 and S_sem = S.
     """
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    t = q.shape[-2]
-    sch = attn.scheme
-
-    def dot(a: Tensor, b: Tensor) -> Tensor:
-        return (a @ b.transpose(-1, -2)) * scale
-
-    if sch.rotation == "polar":
-        delta, bias, omega = attn.adapt_delta, attn.adapt_bias, attn.omega
-
-        def polar(d: Tensor, w: Tensor) -> Tensor:
-            return dot(polar_rotate(q, d, bias, 0, w, PAIRS), polar_rotate(k, d, None, 0, w, PAIRS))
-
-        return {
-            "full": polar(delta, omega),
-            "no_semantic": polar(torch.zeros_like(delta), omega),
-            "no_position": polar(delta, torch.zeros_like(omega)),
-        }
-    if sch.rotation == "rope":
-        omega = attn.omega
-        zero = torch.zeros_like(omega)
-        return {
-            "full": dot(apply_rope(q, 0, omega, PAIRS), apply_rope(k, 0, omega, PAIRS)),
-            "no_semantic": dot(
-                polar_rotate(q, zero, None, 0, omega, PAIRS),
-                polar_rotate(k, zero, None, 0, omega, PAIRS),
-            ),
-            "no_position": dot(q, k),
-        }
-    qk = dot(q, k)
-    if sch.alibi:
-        bias = alibi_bias(attn.slopes, t, t).to(qk.dtype).expand_as(qk)  # (B, H, T, T)
-        return {"full": qk + bias, "no_semantic": bias, "no_position": qk}
-    if sch.absolute is None:  # nope
-        return {"full": qk, "no_semantic": torch.zeros_like(qk), "no_position": qk}
-    return {"full": qk, "no_semantic": None, "no_position": None}
+    return attn.scheme.score_variants(attn, q, k)
 
 
 def _masked_softmax(s: Tensor, mask: Tensor) -> Tensor:
@@ -705,8 +671,9 @@ def run_heads_suite(
         load_corpus(spec), run.tokenizer, splits=(config.split,), show_progress=config.show_progress
     )[config.split]
     block_len = config.block_len or int(mcfg.max_seq_len)
-    if mcfg.pos_scheme == "learned":
-        block_len = min(block_len, int(mcfg.max_seq_len))
+    limit = model.scheme.max_length(mcfg)  # e.g. learned positions: max_seq_len
+    if limit is not None:
+        block_len = min(block_len, limit)
     starts = _pick_blocks(tokens, block_len, config.num_blocks, config.seed)
     idx = starts[:, None] + np.arange(block_len)[None, :]
     blocks = torch.as_tensor(np.asarray(tokens[idx], dtype=np.int64), device=device)

@@ -29,7 +29,9 @@ class GPTConfig(ConfigBase):
         max_seq_len: longest sequence; a hard limit for ``learned`` positions, the training
             context for the others.
         pos_scheme: positional scheme name: ``cmha`` (default), ``cmha_shared``,
-            ``cmha_fixed``, ``rope``, ``learned``, ``sinusoidal``, ``alibi``, ``nope``.
+            ``cmha_fixed``, ``rope``, ``learned``, ``sinusoidal``, ``alibi``, ``nope``, or
+            any scheme added with ``complexformer.attention.register_scheme``; the scheme
+            validates the head dimension and ``pcl``.
         omega_schedule: ``"rope"`` (omega_j = base^(-2j/D)) or ``"paper"``
             (omega_j = base^(-2j/J), eq. 6 literally).
         rope_base: frequency base.
@@ -40,7 +42,7 @@ class GPTConfig(ConfigBase):
         layer_norm_eps: LayerNorm epsilon.
         init_std: std of the normal initialisation of weights (GPT-2: 0.02).
         delta_init_std: std of the CMHA delta initialisation (paper: 0.02).
-        pcl: enable the phase contrastive loss (``cmha*`` schemes only).
+        pcl: enable the phase contrastive loss (schemes with phases: ``cmha*``).
         pcl_epsilon: weight epsilon of the PCL term (paper: 0.01).
         pcl_tau: PCL temperature tau (paper: 0.1).
         pcl_dropout: dropout making the second view (EulerFormer: 0.5).
@@ -77,11 +79,7 @@ class GPTConfig(ConfigBase):
                 f"d_model ({self.d_model}) must be divisible by n_head ({self.n_head})"
             )
         scheme = get_scheme(self.pos_scheme)
-        if scheme.rotation and self.head_dim % 2:
-            raise ValueError(
-                f"head dimension d_model / n_head = {self.head_dim} must be even for "
-                f"pos_scheme {self.pos_scheme!r}"
-            )
+        scheme.validate(head_dim=self.head_dim, pcl=self.pcl)
         if self.norm not in _NORMS:
             raise ValueError(f"norm must be one of {_NORMS}, got {self.norm!r}")
         if self.omega_schedule not in _SCHEDULES:
@@ -90,11 +88,6 @@ class GPTConfig(ConfigBase):
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.pcl and scheme.rotation != "polar":
-            raise ValueError(
-                f"pcl=True needs a cmha scheme (cmha, cmha_shared, cmha_fixed), "
-                f"got pos_scheme {self.pos_scheme!r}"
-            )
         if self.pcl_tau <= 0:
             raise ValueError(f"pcl_tau must be > 0, got {self.pcl_tau}")
         if not 0.0 <= self.pcl_dropout < 1.0:

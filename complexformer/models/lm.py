@@ -22,6 +22,8 @@ from .._atomic import atomic_output, atomic_write_text
 from .._manifest import verify_manifest, write_manifest
 from ..attention.cache import KVCache
 from ..attention.module import CausalSelfAttention
+from ..attention.registry import get_scheme
+from ..attention.schemes import sinusoidal_embedding
 from ..losses.pcl import pcl_loss
 from .config import GPTConfig
 from .sampling import check_sampling_args, sample_next
@@ -51,14 +53,6 @@ class LMOutput:
     lm_loss: Tensor | None = None
     pcl_loss: Tensor | None = None
     cache: KVCache | None = None
-
-
-def sinusoidal_embedding(positions: Tensor, dim: int) -> Tensor:
-    """Vaswani et al. absolute encoding: PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos."""
-    i = torch.arange(0, dim, 2, device=positions.device, dtype=torch.float32)
-    ang = positions.float().unsqueeze(-1) / (10000.0 ** (i / dim))  # (T, ceil(d/2))
-    pe = torch.stack((torch.sin(ang), torch.cos(ang)), dim=-1).flatten(-2)  # (T, 2*ceil(d/2))
-    return pe[..., :dim]
 
 
 class MLP(nn.Module):
@@ -123,10 +117,10 @@ class ComplexFormerLM(nn.Module):
         super().__init__()
         self.config = config
         cfg = config
+        self.scheme = get_scheme(cfg.pos_scheme)
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.wpe = None
-        if cfg.pos_scheme == "learned":
-            self.wpe = nn.Embedding(cfg.max_seq_len, cfg.d_model)
+        self.wpe = None  # a position table, for schemes that own one (``learned``)
+        self.scheme.init_model(self, cfg)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = (
@@ -177,21 +171,14 @@ class ComplexFormerLM(nn.Module):
         if cache is None and use_cache:
             cache = KVCache(cfg.n_layer)
         offset = cache.offset if cache is not None else 0
-        if cfg.pos_scheme == "learned" and offset + t > cfg.max_seq_len:
+        limit = self.scheme.max_length(cfg)
+        if limit is not None and offset + t > limit:
             raise ValueError(
-                f"sequence length {offset + t} exceeds max_seq_len={cfg.max_seq_len}, the "
-                f"limit of pos_scheme 'learned'; use at most {cfg.max_seq_len} tokens"
+                f"sequence length {offset + t} exceeds max_seq_len={limit}, the limit of "
+                f"pos_scheme {cfg.pos_scheme!r}; use at most {limit} tokens"
             )
         x = self.wte(input_ids)  # (B, T, C)
-        if cfg.pos_scheme == "sinusoidal":
-            # Vaswani et al. (sec. 3.4) scale the token embeddings by sqrt(d_model) before
-            # adding the unit-amplitude encoding; without it the position signal is ~50x the
-            # token signal at the 0.02 init and the model trains far worse.
-            x = x * math.sqrt(cfg.d_model)
-        if cfg.pos_scheme in ("learned", "sinusoidal"):
-            pos = torch.arange(offset, offset + t, device=input_ids.device)
-            pe = self.wpe(pos) if self.wpe is not None else sinusoidal_embedding(pos, cfg.d_model)
-            x = x + pe.to(x.dtype)
+        x = self.scheme.embed(self, x, offset)  # absolute positions, for schemes that add them
         x = self.drop(x)
         want_pcl = cfg.pcl and self.training
         pcl_total = None
@@ -252,10 +239,11 @@ class ComplexFormerLM(nn.Module):
             raise ValueError(f"input_ids must be (B, T) with T >= 1, got {tuple(input_ids.shape)}")
         cfg = self.config
         total = input_ids.shape[1] + max_new_tokens
-        if cfg.pos_scheme == "learned" and total > cfg.max_seq_len:
+        limit = self.scheme.max_length(cfg)
+        if limit is not None and total > limit:
             raise ValueError(
-                f"prompt + max_new_tokens = {total} exceeds max_seq_len={cfg.max_seq_len}, the "
-                "limit of pos_scheme 'learned'"
+                f"prompt + max_new_tokens = {total} exceeds max_seq_len={limit}, the "
+                f"limit of pos_scheme {cfg.pos_scheme!r}"
             )
         was_training = self.training
         self.eval()

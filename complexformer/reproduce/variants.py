@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..attention.registry import get_scheme
 from ..evaluation.extrapolation import ExtrapolationConfig
 from ..evaluation.text import TextSuiteConfig
 from ..models.config import GPTConfig, unknown_key_error
@@ -65,6 +66,9 @@ class Variant:
     pcl: bool = False
     shape: str = "base"
     description: str = ""
+
+    def __post_init__(self) -> None:
+        get_scheme(self.pos_scheme)  # an unknown name raises, listing the registered ones
 
     def overrides(self) -> dict[str, Any]:
         """The :class:`GPTConfig` fields this variant sets on top of the scale's shape."""
@@ -236,17 +240,18 @@ class Scale:
         for key in self.extrapolation:
             if key not in ex or key in ("data", "device", "show_progress"):
                 raise ValueError(f"Scale.extrapolation cannot set {key!r}")
-        # Every variant must be able to generate: learned positions stop at max_seq_len,
-        # and ComplexFormerLM.generate needs len([EOS] + prompt) + max_new_tokens <= it.
+        # Every variant must be able to generate: a scheme with a length limit (learned
+        # positions stop at max_seq_len) needs len([EOS] + prompt) + max_new_tokens <= it.
         text = self.text_config("stdlib", None)
         need = int(text.prepend_eos) + text.prompt_tokens + text.max_new_tokens
-        for shape in ("base", "gpt2"):
-            t = self.model_config(Variant("x", "x", "learned", shape=shape)).max_seq_len
-            if need > t:
+        for v in VARIANTS.values():
+            cfg = self.model_config(v)
+            t = get_scheme(v.pos_scheme).max_length(cfg)
+            if t is not None and need > t:
                 raise ValueError(
                     f"scale {self.name!r}: [EOS] + prompt_tokens + max_new_tokens = {need} "
-                    f"exceeds the {shape} model's max_seq_len {t}; learned positions could "
-                    "not generate"
+                    f"exceeds the {v.shape} model's max_seq_len {t}; variant {v.name!r} "
+                    f"(pos_scheme {v.pos_scheme!r}) could not generate"
                 )
 
     # ------------------------------------------------------------------ configs
