@@ -40,11 +40,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
 
 from .._atomic import atomic_output
 from .._config import ConfigBase
 from .._report import markdown_table, write_report
 from ..attention.registry import scheme_max_length
+from ..data import load_corpus, load_token_splits
+from ..training import load_run
 
 __all__ = [
     "PROTOCOLS",
@@ -303,8 +306,6 @@ def extrapolation_curve(
             reason = f"the split has {n_tok} tokens, too few for one block of {length}"
         plan.append((m, length, reason))
 
-    from tqdm.auto import tqdm
-
     total = per_length * sum(1 for *_, r in plan if r is None)
     bar = tqdm(total=total, desc=desc, unit="tok", disable=not show_progress, leave=False)
     results = []
@@ -506,8 +507,6 @@ def run_extrapolation_suite(
         ValueError: no runs, a name count that does not match, or a run without a data spec
             when ``config.data`` is None.
     """
-    from ..data import load_corpus, load_token_splits
-    from ..training import load_run
 
     config = config or ExtrapolationConfig()
     if not runs:

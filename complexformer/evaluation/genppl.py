@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
 from .._optional import require
 from .._paths import require_local_or_hub
@@ -309,7 +310,6 @@ def score_continuations(
     Raises:
         ValueError: different numbers of prompts and continuations, or batch_size < 1.
     """
-    from tqdm.auto import tqdm
 
     if len(prompts) != len(continuations):
         raise ValueError(f"{len(prompts)} prompts but {len(continuations)} continuations")

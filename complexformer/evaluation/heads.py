@@ -51,12 +51,15 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from .._atomic import atomic_output, atomic_write
 from .._config import ConfigBase
 from .._report import markdown_table, write_report
 from ..attention.functional import causal_mask
 from ..attention.module import CausalSelfAttention
+from ..data import load_corpus, load_token_splits
+from ..training import load_run
 
 __all__ = [
     "STAT_NAMES",
@@ -309,7 +312,6 @@ def head_score_measures(
         ``{measure: (n_layer, n_head) nested list}``; the ablation measures are None for
         ``learned`` and ``sinusoidal``.
     """
-    from tqdm.auto import tqdm
 
     n_layer = len(model.blocks)
     n_head = model.blocks[0].attn.n_head
@@ -638,8 +640,6 @@ def run_heads_suite(
         ValueError: no data spec (bare model directory and ``config.data`` None), a split
             shorter than one block, an empty prompt or a layer out of range.
     """
-    from ..data import load_corpus, load_token_splits
-    from ..training import load_run
 
     config = config or HeadsConfig()
     path = None

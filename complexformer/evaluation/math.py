@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
 from .._config import ConfigBase
 from .._optional import require
@@ -509,7 +510,6 @@ def _generate_all(
     model: Any, tokenizer: Any, prompts: list[list[int]], config: MathSuiteConfig
 ) -> list[list[int]]:
     """Generate for every prompt; prompts of equal length are batched (no padding needed)."""
-    from tqdm.auto import tqdm
 
     device = next(model.parameters()).device
     eos = tokenizer.eos_token_id

@@ -29,9 +29,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
 from .._config import ConfigBase
 from .._report import markdown_table, write_report
+from ..data import load_corpus
 from .genppl import DEFAULT_EVALUATOR, Evaluator, load_evaluator, score_continuations
 from .text_metrics import distinct_n, repetition_n, sequence_repetition
 
@@ -135,7 +137,6 @@ def _split_text(tokenizer: Any, prompt: list[int], new: list[int]) -> tuple[str,
 def _generate(
     model: Any, tokenizer: Any, prompts: list[list[int]], config: TextSuiteConfig
 ) -> list[tuple[list[int], bool]]:
-    from tqdm.auto import tqdm
 
     device = next(model.parameters()).device
     eos = tokenizer.eos_token_id
@@ -236,7 +237,6 @@ def run_text_suite(
         ValueError: a bad config value, or no document of the split has ``prompt_tokens``
             tokens.
     """
-    from ..data import load_corpus
 
     config = config or TextSuiteConfig()
     config.validate()
