@@ -38,11 +38,15 @@ class Corpus(ABC):
         spec: the spec string the corpus was loaded from (e.g. ``"stdlib"``).
         stats: per-split :class:`SplitStats`, computed when the corpus is loaded.
         skipped: human-readable notes about input that was skipped (e.g. non-UTF-8 files).
+        split_rule: names the rule that assigned documents to splits (part of the token-cache
+            key, so caches are rebuilt when it changes): ``"documents-v1"`` (whole documents
+            by :func:`~complexformer.data.splits.split_of`) or ``"chunks-v1:<size>"``.
     """
 
     spec: str
     stats: dict[str, SplitStats]
     skipped: list[str]
+    split_rule: str = "documents-v1"
 
     @abstractmethod
     def documents(self, split: str) -> Iterator[str]:
