@@ -12,6 +12,7 @@ from .checkpoint import CHECKPOINTS_DIR, list_checkpoints, make_temp_dir
 from .metrics import METRICS_FILE
 
 __all__ = [
+    "PROMPT_FILE",
     "RUN_ARTIFACTS",
     "RunExistsError",
     "check_out_dir",
@@ -20,6 +21,9 @@ __all__ = [
     "save_final_model",
     "save_tokenizer",
 ]
+
+#: The run's default sample prompt: the start of a validation document of its corpus.
+PROMPT_FILE = "prompt.txt"
 
 #: Files and directories a run writes into its ``out_dir`` (deleted by ``overwrite=True``).
 RUN_ARTIFACTS = (
@@ -32,6 +36,7 @@ RUN_ARTIFACTS = (
     "train_config.json",
     "summary.json",
     "loss.png",
+    PROMPT_FILE,
 )
 
 
