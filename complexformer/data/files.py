@@ -14,7 +14,7 @@ documents (:func:`~complexformer.data.splits.use_chunks`: fewer than 10 expected
 held-out split, e.g. one book or a handful of files) cuts every document longer than
 ``chunk_chars`` into contiguous chunks assigned by
 :func:`~complexformer.data.splits.assign_chunks`; runs of adjacent chunks of one split are
-streamed as one document. The standard library (~1,800 files) stays on whole files.
+streamed as one document. The standard library (~1,760 files) stays on whole files.
 
 Encoding policy: a ``.py``/``.txt`` file that is not valid UTF-8 is **skipped** (and listed in
 ``corpus.skipped``); decoding with replacement characters would teach the tokenizer U+FFFD

@@ -3,7 +3,7 @@
 Two rules, chosen per corpus by :func:`use_chunks`:
 
 * **whole documents** (:func:`split_of`), for corpora of many documents (the standard
-  library's ~1,800 files): a document's split depends only on its key (for files: the path
+  library's ~1,760 files): a document's split depends only on its key (for files: the path
   relative to the corpus root, with ``/`` separators; for JSONL lines:
   ``"<relative path>:<line number>"``) and on the fractions, so it is identical across
   machines, runs, Python versions and file orderings, and adding or removing other documents
