@@ -108,7 +108,6 @@ class _LongDoc:
 
     file: int
     key: str
-    whole_split: str
     chunk_bytes: tuple[int, ...]
 
 
@@ -173,7 +172,7 @@ class FileCorpus(Corpus):
                 sizes = tuple(
                     len(text[a:b].encode("utf-8")) for a, b in chunk_spans(text, chunk_chars)
                 )
-                long_docs.append(_LongDoc(len(files), key, split, sizes))
+                long_docs.append(_LongDoc(len(files), key, sizes))
             if long_docs and not use_chunks(self._n_docs, self.fractions):
                 long_docs.clear()
             return split
@@ -190,7 +189,10 @@ class FileCorpus(Corpus):
             except UnicodeDecodeError:
                 self.skipped.append(f"{relpath} (not UTF-8)")
                 continue
-            split = add(relpath, text, len(data)) if text.strip() else split_of(relpath, fractions)
+            if text.strip():
+                split = add(relpath, text, len(data))
+            else:
+                split = split_of(relpath, self.fractions)
             files.append(_SourceFile(path, relpath, False, digest, split))
 
         self.chunked = bool(long_docs) and use_chunks(self._n_docs, self.fractions)
