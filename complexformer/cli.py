@@ -16,8 +16,6 @@ from typing import Any
 from ._config import parse_overrides, unknown_key_error
 from ._report import jsonable
 
-DEFAULT_PROMPT = "import os\n\n\ndef"
-
 _EPILOG_TRAIN = """\
 examples:
   complexformer train --preset tiny --data stdlib --out runs/cmha --max-steps 600
@@ -58,6 +56,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .models.config import preset_config
     from .models.sampling import check_sampling_args
     from .training import TrainConfig, load_run, train
+    from .training.run import run_prompt
 
     if args.sample_tokens:  # refuse a bad sampling setting before training, not after
         check_sampling_args(args.temperature, args.top_p, 0)
@@ -90,14 +89,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     summary = train(model_cfg, train_cfg, resume=args.resume, overwrite=args.overwrite)
     if summary is None:  # a non-zero rank of a distributed run
         return 0
+    default_prompt = run_prompt(args.out)  # recorded in the run for `generate`
     if args.sample_tokens > 0:
         run = load_run(args.out)
+        prompt = args.prompt if args.prompt is not None else default_prompt
         print(f"\nsample (temperature {args.temperature}, top_p {args.top_p}):")
         print(
             _complete(
                 run.model,
                 run.tokenizer,
-                args.prompt,
+                prompt,
                 args.sample_tokens,
                 args.temperature,
                 args.top_p,
@@ -145,6 +146,7 @@ def _complete(
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from .training import load_run
+    from .training.run import run_prompt
 
     if args.prompt_file is not None:
         path = Path(args.prompt_file)
@@ -152,7 +154,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"prompt file {path} not found")
         prompt = path.read_text(encoding="utf-8")
     else:
-        prompt = args.prompt
+        prompt = args.prompt if args.prompt is not None else run_prompt(args.ckpt)
     run = load_run(args.ckpt)
     model, tokenizer = run.model, run.tokenizer
     for i in range(args.num_samples):
@@ -320,7 +322,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=120,
         help="tokens to sample from the trained model at the end (0: none)",
     )
-    t.add_argument("--prompt", default=DEFAULT_PROMPT, help="prompt of the final sample")
+    t.add_argument(
+        "--prompt",
+        default=None,
+        help="prompt of the final sample (default: the start of a validation document of the "
+        "corpus, recorded as <out>/prompt.txt)",
+    )
     t.add_argument("--temperature", type=float, default=0.8, help="temperature of the sample")
     t.add_argument("--top-p", type=float, default=0.95, help="nucleus mass of the sample")
     t.set_defaults(func=cmd_train)
@@ -333,8 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--ckpt", required=True, help="run directory, checkpoint directory or saved model directory"
     )
-    src = g.add_mutually_exclusive_group(required=True)
-    src.add_argument("--prompt", help="prompt text")
+    src = g.add_mutually_exclusive_group()
+    src.add_argument(
+        "--prompt",
+        help="prompt text (default: the run's prompt.txt, the start of a validation document "
+        "of its corpus)",
+    )
     src.add_argument("--prompt-file", help="file whose content is the prompt")
     g.add_argument("--max-new-tokens", type=int, default=200, help="tokens to add (default 200)")
     g.add_argument(

@@ -13,7 +13,10 @@ from dataclasses import dataclass
 
 from .splits import SPLITS
 
-__all__ = ["Corpus", "SplitStats", "check_not_empty"]
+__all__ = ["PROMPT_CHARS", "Corpus", "SplitStats", "check_not_empty", "document_start"]
+
+#: Longest default prompt taken from the start of a document, in characters.
+PROMPT_CHARS = 120
 
 
 @dataclass(frozen=True)
@@ -38,11 +41,15 @@ class Corpus(ABC):
         spec: the spec string the corpus was loaded from (e.g. ``"stdlib"``).
         stats: per-split :class:`SplitStats`, computed when the corpus is loaded.
         skipped: human-readable notes about input that was skipped (e.g. non-UTF-8 files).
+        split_rule: names the rule that assigned documents to splits (part of the token-cache
+            key, so caches are rebuilt when it changes): ``"documents-v1"`` (whole documents
+            by :func:`~complexformer.data.splits.split_of`) or ``"chunks-v1:<size>"``.
     """
 
     spec: str
     stats: dict[str, SplitStats]
     skipped: list[str]
+    split_rule: str = "documents-v1"
 
     @abstractmethod
     def documents(self, split: str) -> Iterator[str]:
@@ -105,3 +112,39 @@ def check_not_empty(corpus: Corpus) -> None:
             f"corpus {corpus.spec!r} has no document in its train split: all {total} "
             f"non-empty documents hashed into val/test; add more documents"
         )
+
+
+def document_start(corpus: Corpus, split: str = "val", max_chars: int = PROMPT_CHARS) -> str:
+    """The start of the first document of ``split``: a sample prompt that fits the corpus.
+
+    The text from the first non-blank character, at most ``max_chars`` long; a longer
+    document is cut after its last line break within that length (code: the first lines),
+    else at its last space (prose: whole words). When ``split`` is empty the other splits are
+    tried (val, test, train).
+
+    Args:
+        corpus: the corpus.
+        split: the split to take it from, default ``"val"`` (text the model was not trained
+            on).
+        max_chars: the longest prompt, in characters (>= 1).
+
+    Returns:
+        A non-empty string.
+
+    Raises:
+        ValueError: every split is empty (which a loaded corpus never is).
+    """
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    for s in (split, *(x for x in ("val", "test", "train") if x != split)):
+        for doc in corpus.documents(s):
+            text = doc.lstrip()
+            if len(text) <= max_chars:
+                return text
+            head = text[:max_chars]
+            newline = head.rfind("\n")
+            if newline > 0:
+                return head[: newline + 1]
+            space = head.rfind(" ")
+            return head[:space] if space > 0 else head
+    raise ValueError(f"corpus {corpus.spec!r} has no document to take a prompt from")

@@ -6,9 +6,15 @@ Documents:
 * each line of a ``.jsonl`` file is one document: the string field ``text_field`` of the JSON
   object on that line (blank lines are ignored).
 
-Splits are assigned by :func:`~complexformer.data.splits.split_of` of the path relative to the
-corpus root (``/``-separated); for JSONL lines the key is ``"<relative path>:<line number>"``
-(1-based physical line number), so a JSONL file contributes to every split.
+Splits (see :mod:`complexformer.data.splits`): a corpus of many documents assigns each whole
+document by :func:`~complexformer.data.splits.split_of` of its path relative to the corpus
+root (``/``-separated); for JSONL lines the key is ``"<relative path>:<line number>"``
+(1-based physical line number), so a JSONL file contributes to every split. A corpus of few
+documents (:func:`~complexformer.data.splits.use_chunks`: fewer than 10 expected in a
+held-out split, e.g. one book or a handful of files) cuts every document longer than
+``chunk_chars`` into contiguous chunks assigned by
+:func:`~complexformer.data.splits.assign_chunks`; runs of adjacent chunks of one split are
+streamed as one document. The standard library (~1,760 files) stays on whole files.
 
 Encoding policy: a ``.py``/``.txt`` file that is not valid UTF-8 is **skipped** (and listed in
 ``corpus.skipped``); decoding with replacement characters would teach the tokenizer U+FFFD
@@ -18,8 +24,9 @@ no string ``text_field`` raises :class:`ValueError` naming the file and line: JS
 definition, so such a line means a broken input, not an odd one.
 
 Loading a corpus reads every file once, streaming, to compute the per-split statistics and a
-content hash of each file (the corpus fingerprint); nothing but file names, digests and counts
-is kept in memory. :meth:`FileCorpus.documents` reads the files again on each call.
+content hash of each file (the corpus fingerprint); nothing but file names, digests, counts
+and the split of each chunk is kept in memory. :meth:`FileCorpus.documents` reads the files
+again on each call.
 """
 
 from __future__ import annotations
@@ -29,13 +36,25 @@ import hashlib
 import json
 import os
 import sysconfig
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .cache import hash_strings
 from .corpus import Corpus, SplitStats, check_not_empty
-from .splits import DEFAULT_FRACTIONS, SPLITS, check_fractions, check_split, split_of
+from .splits import (
+    CHUNK_CHARS,
+    DEFAULT_FRACTIONS,
+    SPLITS,
+    assign_chunks,
+    check_fractions,
+    check_split,
+    chunk_key,
+    chunk_pieces,
+    chunk_spans,
+    split_of,
+    use_chunks,
+)
 
 __all__ = [
     "STDLIB_EXCLUDED_DIRS",
@@ -51,7 +70,7 @@ __all__ = [
 TEXT_SUFFIXES: tuple[str, ...] = (".txt", ".jsonl")
 STDLIB_EXCLUDED_DIRS: frozenset[str] = frozenset({"site-packages", "dist-packages", "__pycache__"})
 _GLOB_MAGIC = frozenset("*?[")
-_FINGERPRINT_VERSION = "files-v1"
+_FINGERPRINT_VERSION = "files-v2"
 
 
 @dataclass(frozen=True)
@@ -62,7 +81,34 @@ class _SourceFile:
     relpath: str
     jsonl: bool
     digest: str
-    split: str | None  # the split of a whole-file document; None for JSONL files
+    split: str | None  # the split of a whole-file document; None for JSONL and chunked files
+
+
+@dataclass
+class _Counts:
+    """Per-split document and byte counts, and the splits each file contributes to."""
+
+    n_docs: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
+    n_bytes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
+    file_splits: dict[int, set[str]] = field(default_factory=dict)
+
+    def add(self, file: int, split: str, nbytes: int) -> None:
+        self.n_docs[split] += 1
+        self.n_bytes[split] += nbytes
+        self.file_splits.setdefault(file, set()).add(split)
+
+    def stats(self) -> dict[str, SplitStats]:
+        n_files = {s: sum(s in v for v in self.file_splits.values()) for s in SPLITS}
+        return {s: SplitStats(n_files[s], self.n_docs[s], self.n_bytes[s]) for s in SPLITS}
+
+
+@dataclass(frozen=True)
+class _LongDoc:
+    """A document longer than the chunk size: its file, key and the UTF-8 bytes of each chunk."""
+
+    file: int
+    key: str
+    chunk_bytes: tuple[int, ...]
 
 
 def _relkey(path: Path, root: Path) -> str:
@@ -79,6 +125,13 @@ class FileCorpus(Corpus):
         paths: the input files (any order; they are sorted by relative key).
         text_field: the JSONL field holding the document text.
         fractions: (train, val, test) split fractions.
+        chunk_chars: the chunk size of a corpus of few documents, in characters (see the
+            module docstring).
+
+    Attributes:
+        chunked: whether documents longer than ``chunk_chars`` were split by chunks.
+        split_rule: ``"documents-v1"`` or ``"chunks-v1:<chunk_chars>"`` (in the fingerprint
+            and the token-cache key).
 
     Raises:
         ValueError: if the corpus or its train split has no non-empty document, or a JSONL
@@ -93,25 +146,41 @@ class FileCorpus(Corpus):
         *,
         text_field: str = "text",
         fractions: Sequence[float] = DEFAULT_FRACTIONS,
+        chunk_chars: int = CHUNK_CHARS,
     ) -> None:
         self.spec = spec
         self.root = Path(root)
         self.text_field = text_field
         self.fractions = check_fractions(fractions)
+        self.chunk_chars = chunk_chars
+        chunk_spans("", chunk_chars)  # validates the size
         self.skipped: list[str] = []
         keyed = sorted((_relkey(Path(p), self.root), Path(p)) for p in paths)
         files: list[_SourceFile] = []
-        n_files = dict.fromkeys(SPLITS, 0)
-        n_docs = dict.fromkeys(SPLITS, 0)
-        n_bytes = dict.fromkeys(SPLITS, 0)
+        whole = _Counts()  # every document whole (many documents)
+        short = _Counts()  # documents up to chunk_chars only (few documents)
+        long_docs: list[_LongDoc] = []  # kept while chunks may still be needed
+        self._n_docs = 0
+
+        def add(key: str, text: str, nbytes: int) -> str:
+            split = split_of(key, self.fractions)
+            whole.add(len(files), split, nbytes)
+            self._n_docs += 1
+            if len(text) <= chunk_chars:
+                short.add(len(files), split, nbytes)
+            elif use_chunks(self._n_docs, self.fractions):
+                sizes = tuple(
+                    len(text[a:b].encode("utf-8")) for a, b in chunk_spans(text, chunk_chars)
+                )
+                long_docs.append(_LongDoc(len(files), key, sizes))
+            if long_docs and not use_chunks(self._n_docs, self.fractions):
+                long_docs.clear()
+            return split
+
         for relpath, path in keyed:
             if path.suffix == ".jsonl":
-                digest, docs, nbytes = self._scan_jsonl(path, relpath)
+                digest = self._scan_jsonl(path, relpath, add)
                 files.append(_SourceFile(path, relpath, True, digest, None))
-                for split in SPLITS:
-                    n_docs[split] += docs[split]
-                    n_bytes[split] += nbytes[split]
-                    n_files[split] += docs[split] > 0
                 continue
             data = path.read_bytes()
             digest = hashlib.blake2b(data, digest_size=16).hexdigest()
@@ -120,16 +189,45 @@ class FileCorpus(Corpus):
             except UnicodeDecodeError:
                 self.skipped.append(f"{relpath} (not UTF-8)")
                 continue
-            split = split_of(relpath, self.fractions)
-            files.append(_SourceFile(path, relpath, False, digest, split))
             if text.strip():
-                n_files[split] += 1
-                n_docs[split] += 1
-                n_bytes[split] += len(data)
+                split = add(relpath, text, len(data))
+            else:
+                split = split_of(relpath, self.fractions)
+            files.append(_SourceFile(path, relpath, False, digest, split))
+
+        self.chunked = bool(long_docs) and use_chunks(self._n_docs, self.fractions)
+        self.split_rule = f"chunks-v1:{chunk_chars}" if self.chunked else "documents-v1"
+        self._chunk_splits: dict[str, tuple[str, ...]] = {}
+        counts = whole
+        if self.chunked:
+            counts = short
+            keys = [chunk_key(d.key, i) for d in long_docs for i in range(len(d.chunk_bytes))]
+            splits = iter(assign_chunks(keys, self.fractions))
+            for d in long_docs:
+                assigned = tuple(next(splits) for _ in d.chunk_bytes)
+                self._chunk_splits[d.key] = assigned
+                if not files[d.file].jsonl:
+                    files[d.file] = replace(files[d.file], split=None)
+                run = 0
+                for i, split in enumerate(assigned):
+                    run += d.chunk_bytes[i]
+                    if i + 1 == len(assigned) or assigned[i + 1] != split:
+                        counts.add(d.file, split, run)
+                        run = 0
         self._files = files
-        self.stats = {s: SplitStats(n_files[s], n_docs[s], n_bytes[s]) for s in SPLITS}
+        self.stats = counts.stats()
         self._fingerprints: dict[str, str] = {}
         check_not_empty(self)
+
+    def describe(self) -> str:
+        """:meth:`Corpus.describe`, plus the chunk rule when documents were split by chunks."""
+        text = super().describe()
+        if self.chunked:
+            text += (
+                f"\n  split by chunks of {self.chunk_chars:,} characters: "
+                f"{self._n_docs} documents are too few to split whole"
+            )
+        return text
 
     # -- loading --------------------------------------------------------------------------
 
@@ -157,11 +255,9 @@ class FileCorpus(Corpus):
             )
         return text
 
-    def _scan_jsonl(self, path: Path, relpath: str) -> tuple[str, dict[str, int], dict[str, int]]:
-        """Digest of the file and per-split document and byte counts of its lines."""
+    def _scan_jsonl(self, path: Path, relpath: str, add: Callable[[str, str, int], str]) -> str:
+        """Digest of the file; ``add(key, text, nbytes)`` for each non-empty document line."""
         h = hashlib.blake2b(digest_size=16)
-        docs = dict.fromkeys(SPLITS, 0)
-        nbytes = dict.fromkeys(SPLITS, 0)
         with open(path, "rb") as f:
             for lineno, raw in enumerate(f, start=1):
                 h.update(raw)
@@ -169,10 +265,19 @@ class FileCorpus(Corpus):
                     continue
                 text = self._parse_jsonl_line(raw, path, lineno)
                 if text.strip():
-                    split = split_of(f"{relpath}:{lineno}", self.fractions)
-                    docs[split] += 1
-                    nbytes[split] += len(text.encode("utf-8"))
-        return h.hexdigest(), docs, nbytes
+                    add(f"{relpath}:{lineno}", text, len(text.encode("utf-8")))
+        return h.hexdigest()
+
+    def _pieces(self, key: str, text: str, split: str) -> Iterator[str]:
+        """The parts of the document ``key`` that belong to ``split`` (whole or chunk runs)."""
+        assigned = self._chunk_splits.get(key)
+        if assigned is None:
+            if split_of(key, self.fractions) == split:
+                yield text
+            return
+        for piece_split, piece in chunk_pieces(text, assigned, self.chunk_chars):
+            if piece_split == split and piece.strip():
+                yield piece
 
     # -- Corpus API -----------------------------------------------------------------------
 
@@ -183,7 +288,8 @@ class FileCorpus(Corpus):
             split: ``"train"``, ``"val"`` or ``"test"``.
 
         Yields:
-            Document texts, one at a time (files are read lazily).
+            Document texts (or, in a chunked corpus, runs of adjacent chunks of one split),
+            one at a time (files are read lazily).
         """
         check_split(split)
         for f in self._files:
@@ -192,24 +298,26 @@ class FileCorpus(Corpus):
                     for lineno, raw in enumerate(fh, start=1):
                         if not raw.strip():
                             continue
-                        if split_of(f"{f.relpath}:{lineno}", self.fractions) != split:
+                        key = f"{f.relpath}:{lineno}"
+                        if key not in self._chunk_splits and split_of(key, self.fractions) != split:
                             continue
                         text = self._parse_jsonl_line(raw, f.path, lineno)
                         if text.strip():
-                            yield text
-            elif f.split == split:
+                            yield from self._pieces(key, text, split)
+            elif f.split is None or f.split == split:
                 try:
                     text = f.path.read_bytes().decode("utf-8")
                 except UnicodeDecodeError:
                     continue
                 if text.strip():
-                    yield text
+                    yield from self._pieces(f.relpath, text, split)
 
     def fingerprint(self, split: str) -> str:
         """Hash of the content digests of every file that can contribute to ``split``.
 
-        Whole files count for their own split only, JSONL files for every split; the split
-        fractions and (when JSONL files are present) the text field are included.
+        Whole files count for their own split only; JSONL files and chunked files for every
+        split (a chunk's split depends on all chunks). The split fractions, the split rule and
+        (when JSONL files are present) the text field are included.
 
         Args:
             split: ``"train"``, ``"val"`` or ``"test"``.
@@ -220,10 +328,10 @@ class FileCorpus(Corpus):
         check_split(split)
         if split not in self._fingerprints:
             has_jsonl = any(f.jsonl for f in self._files)
-            parts = [_FINGERPRINT_VERSION, split, repr(self.fractions)]
+            parts = [_FINGERPRINT_VERSION, split, repr(self.fractions), self.split_rule]
             parts.append(self.text_field if has_jsonl else "")
             for f in self._files:
-                if f.jsonl or f.split == split:
+                if f.jsonl or f.split is None or f.split == split:
                     parts += [f.relpath, f.digest]
             self._fingerprints[split] = hash_strings(*parts)
         return self._fingerprints[split]
@@ -232,14 +340,22 @@ class FileCorpus(Corpus):
         """Relative keys of the (UTF-8) input files, optionally only those of one split.
 
         Args:
-            split: if given, only whole-file documents of that split plus all JSONL files.
+            split: if given, only whole-file documents of that split, chunked files with a
+                chunk in it, and all JSONL files.
 
         Returns:
             Sorted relative paths.
         """
-        if split is not None:
-            check_split(split)
-        return [f.relpath for f in self._files if split is None or f.jsonl or f.split == split]
+        if split is None:
+            return [f.relpath for f in self._files]
+        check_split(split)
+        return [
+            f.relpath
+            for f in self._files
+            if f.jsonl
+            or f.split == split
+            or (f.split is None and split in self._chunk_splits.get(f.relpath, ()))
+        ]
 
 
 # -- stdlib -------------------------------------------------------------------------------
@@ -364,6 +480,7 @@ def text_corpus(
     text_field: str = "text",
     fractions: Sequence[float] = DEFAULT_FRACTIONS,
     spec: str | None = None,
+    chunk_chars: int = CHUNK_CHARS,
 ) -> FileCorpus:
     """A corpus of local ``.txt`` and ``.jsonl`` files selected by a glob.
 
@@ -372,6 +489,7 @@ def text_corpus(
         text_field: the JSONL field with the document text.
         fractions: (train, val, test) split fractions.
         spec: the spec string recorded on the corpus; default ``"text:" + pattern``.
+        chunk_chars: the chunk size when the corpus has too few documents to split whole.
 
     Returns:
         The loaded :class:`FileCorpus`.
@@ -383,4 +501,5 @@ def text_corpus(
         files,
         text_field=text_field,
         fractions=fractions,
+        chunk_chars=chunk_chars,
     )

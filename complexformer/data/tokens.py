@@ -8,8 +8,8 @@ moved into place with :func:`os.replace` once complete, so neither the corpus no
 are ever held in memory as Python objects, and an interrupted run leaves no partial cache.
 
 Cache: ``<cache root>/tokens/<split>-<key>.<dtype>.bin`` where ``key`` hashes the corpus split
-fingerprint, the split name and the tokenizer fingerprint, with a small ``.json`` sidecar
-(spec, counts) for humans.
+fingerprint, the corpus's split rule (:attr:`Corpus.split_rule`), the split name and the
+tokenizer fingerprint, with a small ``.json`` sidecar (spec, counts) for humans.
 """
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ def token_cache_path(
         cache_dir: the cache root, see :func:`~complexformer.data.cache.cache_root`.
     """
     check_split(split)
-    key = hash_strings(_FORMAT, corpus.fingerprint(split), split, tokenizer.fingerprint)
+    key = hash_strings(
+        _FORMAT, corpus.fingerprint(split), corpus.split_rule, split, tokenizer.fingerprint
+    )
     dtype = token_dtype(tokenizer.vocab_size)
     return cache_subdir("tokens", cache_dir) / f"{split}-{key[:24]}.{dtype.name}.bin"
 
@@ -175,6 +177,7 @@ def tokenize_split(
         "format": _FORMAT,
         "spec": corpus.spec,
         "split": split,
+        "split_rule": corpus.split_rule,
         "dtype": dtype.name,
         "n_tokens": n_tokens,
         "n_docs": n_docs,

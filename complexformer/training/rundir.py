@@ -18,6 +18,7 @@ from .metrics import METRICS_FILE
 
 __all__ = [
     "LOCK_FILE",
+    "PROMPT_FILE",
     "RUN_ARTIFACTS",
     "RunExistsError",
     "RunLockedError",
@@ -28,6 +29,9 @@ __all__ = [
     "save_final_model",
     "save_tokenizer",
 ]
+
+#: The run's default sample prompt: the start of a validation document of its corpus.
+PROMPT_FILE = "prompt.txt"
 
 #: Files and directories a run writes into its ``out_dir`` (deleted by ``overwrite=True``).
 RUN_ARTIFACTS = (
@@ -40,6 +44,7 @@ RUN_ARTIFACTS = (
     "train_config.json",
     "summary.json",
     "loss.png",
+    PROMPT_FILE,
 )
 
 
