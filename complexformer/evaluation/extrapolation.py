@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +44,11 @@ from tqdm.auto import tqdm
 
 from .._atomic import atomic_output
 from .._config import ConfigBase
-from .._report import markdown_table, write_report
+from .._report import markdown_table
+from .._runtime import eval_mode
 from ..attention.registry import scheme_max_length
 from ..data import load_corpus, load_token_splits
-from ..training import load_run
+from .suite import Suite, data_spec, fmt_number, register_suite
 
 __all__ = [
     "PROTOCOLS",
@@ -169,10 +170,8 @@ def score_blocks(
     step = length - 1
     n_full = n_targets // step
     starts = np.arange(n_full, dtype=np.int64) * step
-    was_training = model.training
-    model.eval()
     nll, count = 0.0, 0
-    try:
+    with eval_mode(model):
         for i in range(0, n_full, batch_size):
             idx = starts[i : i + batch_size, None] + np.arange(length)[None, :]
             batch = torch.as_tensor(np.asarray(tokens[idx], dtype=np.int64), device=device)
@@ -187,8 +186,6 @@ def score_blocks(
             nll, count = nll + s, count + c
             if progress is not None:
                 progress(c)
-    finally:
-        model.train(was_training)
     return _result(nll, count, n_full + (1 if rest else 0))
 
 
@@ -228,10 +225,8 @@ def score_last_windows(
         raise ValueError(f"window ends must lie in [{length}, {len(tokens)}]")
     if device is None:
         device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     nll, count = 0.0, 0
-    try:
+    with eval_mode(model):
         for i in range(0, len(ends), batch_size):
             idx = ends[i : i + batch_size, None] - length + np.arange(length)[None, :]
             batch = torch.as_tensor(np.asarray(tokens[idx], dtype=np.int64), device=device)
@@ -239,8 +234,6 @@ def score_last_windows(
             nll, count = nll + s, count + c
             if progress is not None:
                 progress(c)
-    finally:
-        model.train(was_training)
     return _result(nll, count, len(ends))
 
 
@@ -397,10 +390,6 @@ def plot_extrapolation(payload: dict[str, Any], out_path: str | os.PathLike) -> 
     return out
 
 
-def _fmt(x: float | None, digits: int = 2) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
-
-
 def _markdown(payload: dict[str, Any]) -> str:
     mults = payload["multipliers"]
     cfg = payload["config"]
@@ -409,14 +398,16 @@ def _markdown(payload: dict[str, Any]) -> str:
     for r in payload["runs"]:
         by_m = {x["multiplier"]: x for x in r["results"]}
         ppl = [by_m[m]["ppl"] for m in mults]
-        rows.append([r["name"], r["pos_scheme"], r["max_seq_len"], *[_fmt(p) for p in ppl]])
+        rows.append(
+            [r["name"], r["pos_scheme"], r["max_seq_len"], *[fmt_number(p, 2) for p in ppl]]
+        )
         base = by_m.get(1, {}).get("ppl")
         rel_rows.append(
             [
                 r["name"],
                 r["pos_scheme"],
                 r["max_seq_len"],
-                *[_fmt(None if p is None or not base else p / base, 3) for p in ppl],
+                *[fmt_number(None if p is None or not base else p / base, 3) for p in ppl],
             ]
         )
     align = "llr" + "r" * len(mults)
@@ -508,89 +499,103 @@ def run_extrapolation_suite(
             when ``config.data`` is None.
     """
 
-    config = config or ExtrapolationConfig()
-    if not runs:
-        raise ValueError("run_extrapolation_suite needs at least one run")
-    if names is not None and len(names) != len(runs):
-        raise ValueError(f"{len(names)} names for {len(runs)} runs")
-    token_cache: dict[tuple[str, str, str], np.ndarray] = {}
-    corpora: dict[str, Any] = {}
-    entries = []
-    for i, r in enumerate(runs):
-        path = None if hasattr(r, "model") else str(r)
-        run = r if path is None else load_run(path, device=config.device)
-        if path is None and getattr(run, "run_dir", None) is not None:
-            path = str(run.run_dir)
-        spec = config.data
-        if spec is None:
-            if run.train_config is None:
-                raise ValueError(
-                    f"run {path or i} has no training config to take the data spec from; "
-                    "set ExtrapolationConfig.data (--data)"
-                )
-            spec = run.train_config.data
-        if run.tokenizer is None:
-            raise ValueError(f"run {path or i} has no tokenizer")
-        fp = run.tokenizer.fingerprint
-        key = (spec, config.split, fp)
-        if key not in token_cache:
-            if spec not in corpora:
-                corpora[spec] = load_corpus(spec)
-            token_cache[key] = load_token_splits(
-                corpora[spec],
-                run.tokenizer,
-                splits=(config.split,),
-                show_progress=config.show_progress,
-            )[config.split]
-        tokens = token_cache[key]
-        torch.manual_seed(config.seed)
-        np.random.seed(config.seed)
-        model = run.model  # a loaded path is on config.device; a LoadedRun stays where it is
-        device = next(model.parameters()).device
-        label = names[i] if names is not None else model.config.pos_scheme
-        curve = extrapolation_curve(
-            model,
-            tokens,
-            config.multipliers,
-            config.max_tokens,
-            config.batch_size,
-            config.protocol,
-            device,
-            config.show_progress,
-            desc=f"extrapolation {label}",
-        )
-        entries.append(
-            {
-                "path": path,
-                "pos_scheme": model.config.pos_scheme,
-                "step": getattr(run, "step", None),
-                "data": spec,
-                "split": config.split,
-                "tokenizer": fp,
-                "split_tokens": int(len(tokens)),
-                **curve,
-            }
-        )
-        del run, model
-    run_names = (
-        list(names)
-        if names is not None
-        else _unique_names([e["path"] for e in entries], [e["pos_scheme"] for e in entries])
-    )
-    payload: dict[str, Any] = {
-        "suite": "extrapolation",
-        "protocol": config.protocol,
-        "config": asdict(config),
-        "multipliers": list(config.multipliers),
-        "runs": [{"name": n, **e} for n, e in zip(run_names, entries, strict=True)],
-        "files": {},
+    return ExtrapolationSuite(config, names=names).run(runs, out_dir)
+
+
+@register_suite
+class ExtrapolationSuite(Suite):
+    """The length-extrapolation suite (see :func:`run_extrapolation_suite`)."""
+
+    name = "extrapolation"
+    config_class = ExtrapolationConfig
+    options = {
+        "data": "data",
+        "split": "split",
+        "multipliers": "multipliers",
+        "max_tokens": "max_tokens",
+        "batch_size": "batch_size",
+        "protocol": "protocol",
+        "seed": "seed",
     }
-    if out_dir is not None:
-        out = Path(out_dir)
+    many_runs = True
+    lists_files = True
+
+    def __init__(self, config=None, log=None, *, names: Sequence[str] | None = None) -> None:
+        super().__init__(config, log)
+        self.names = names
+
+    def compute(self, runs, data) -> dict[str, Any]:
+        config, names = self.config, self.names
+        if not runs:
+            raise ValueError("run_extrapolation_suite needs at least one run")
+        if names is not None and len(names) != len(runs):
+            raise ValueError(f"{len(names)} names for {len(runs)} runs")
+        token_cache: dict[tuple[str, str, str], np.ndarray] = {}
+        corpora: dict[str, Any] = {}
+        entries = []
+        for i, r in enumerate(runs):
+            path = None if hasattr(r, "model") else str(r)
+            run = self.load(r)
+            if path is None and getattr(run, "run_dir", None) is not None:
+                path = str(run.run_dir)
+            spec = data_spec(config.data, run, "ExtrapolationConfig.data")
+            if run.tokenizer is None:
+                raise ValueError(f"run {path or i} has no tokenizer")
+            fp = run.tokenizer.fingerprint
+            key = (spec, config.split, fp)
+            if key not in token_cache:
+                if spec not in corpora:
+                    corpora[spec] = load_corpus(spec)
+                token_cache[key] = load_token_splits(
+                    corpora[spec],
+                    run.tokenizer,
+                    splits=(config.split,),
+                    show_progress=config.show_progress,
+                )[config.split]
+            tokens = token_cache[key]
+            torch.manual_seed(config.seed)
+            np.random.seed(config.seed)
+            model = run.model  # a loaded path is on config.device; a LoadedRun stays where it is
+            device = next(model.parameters()).device
+            label = names[i] if names is not None else model.config.pos_scheme
+            curve = extrapolation_curve(
+                model,
+                tokens,
+                config.multipliers,
+                config.max_tokens,
+                config.batch_size,
+                config.protocol,
+                device,
+                config.show_progress,
+                desc=f"extrapolation {label}",
+            )
+            entries.append(
+                {
+                    "path": path,
+                    "pos_scheme": model.config.pos_scheme,
+                    "step": getattr(run, "step", None),
+                    "data": spec,
+                    "split": config.split,
+                    "tokenizer": fp,
+                    "split_tokens": int(len(tokens)),
+                    **curve,
+                }
+            )
+            del run, model
+        run_names = (
+            list(names)
+            if names is not None
+            else _unique_names([e["path"] for e in entries], [e["pos_scheme"] for e in entries])
+        )
+        return {
+            "protocol": config.protocol,
+            "multipliers": list(config.multipliers),
+            "runs": [{"name": n, **e} for n, e in zip(run_names, entries, strict=True)],
+        }
+
+    def write_files(self, payload: dict[str, Any], out: Path) -> dict[str, str]:
         png = plot_extrapolation(payload, out / "extrapolation.png")
-        files = {"json": str(out / "extrapolation.json"), "markdown": str(out / "extrapolation.md")}
-        if png is not None:
-            files["png"] = str(png)
-        payload["files"] = files
-        write_report(out, "extrapolation", payload, _markdown(payload))
-    return payload
+        return {} if png is None else {"png": str(png)}
+
+    def markdown(self, payload: dict[str, Any]) -> str:
+        return _markdown(payload)

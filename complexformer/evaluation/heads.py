@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +55,12 @@ from tqdm.auto import tqdm
 
 from .._atomic import atomic_output, atomic_write
 from .._config import ConfigBase
-from .._report import markdown_table, write_report
+from .._report import markdown_table
+from .._runtime import eval_mode
 from ..attention.functional import causal_mask
 from ..attention.module import CausalSelfAttention
 from ..data import load_corpus, load_token_splits
-from ..training import load_run
+from .suite import Suite, data_spec, fmt_number, register_suite
 
 __all__ = [
     "STAT_NAMES",
@@ -244,12 +245,10 @@ def attention_inputs(model: nn.Module, ids: Tensor) -> list[Tensor]:
             captured[i] = args[0].detach()
 
         hooks.append(block.attn.register_forward_pre_hook(hook))
-    was_training = model.training
-    model.eval()
     try:
-        model(ids)
+        with eval_mode(model):
+            model(ids)
     finally:
-        model.train(was_training)
         for h in hooks:
             h.remove()
     return captured  # type: ignore[return-value]
@@ -499,8 +498,8 @@ def _plot_attention(
 
 
 # ------------------------------------------------------------------------------ report
-def _fmt(v: float | None, digits: int = 3) -> str:
-    return "n/a" if v is None else f"{v:.{digits}g}"
+def _fmt3(v: float | None) -> str:
+    return fmt_number(v, 3, "g")
 
 
 def _markdown(p: dict[str, Any]) -> str:
@@ -534,8 +533,8 @@ def _markdown(p: dict[str, Any]) -> str:
                     [
                         layer,
                         h,
-                        *[_fmt(d[k]) for k in STAT_NAMES],
-                        *[_fmt(b[k]) for k in ("mean", "std", "mean_abs", "frac_abs_gt")],
+                        *[_fmt3(d[k]) for k in STAT_NAMES],
+                        *[_fmt3(b[k]) for k in ("mean", "std", "mean_abs", "frac_abs_gt")],
                     ]
                 )
         lines += [
@@ -564,7 +563,7 @@ def _markdown(p: dict[str, Any]) -> str:
     rows = []
     for layer in range(n_layer):
         for h in range(n_head):
-            rows.append([layer, h, *[_fmt(sc[k][layer][h]) for k in _MEASURES]])
+            rows.append([layer, h, *[_fmt3(sc[k][layer][h]) for k in _MEASURES]])
     lines += [
         "## Semantic vs positional term (eq. 8) and attention statistics",
         "",
@@ -641,92 +640,104 @@ def run_heads_suite(
             shorter than one block, an empty prompt or a layer out of range.
     """
 
-    config = config or HeadsConfig()
-    path = None
-    if not hasattr(run, "model"):
-        path = str(run)
-        run = load_run(path, device=config.device)
-    elif getattr(run, "run_dir", None) is not None:
-        path = str(run.run_dir)
-    model = run.model
-    mcfg = model.config
-    device = next(model.parameters()).device
-    n_layer, n_head = len(model.blocks), model.blocks[0].attn.n_head
-    layers = list(range(n_layer)) if config.layers is None else list(config.layers)
-    for x in layers:
-        if not 0 <= x < n_layer:
-            raise ValueError(f"layer {x} out of range: the model has {n_layer} layers")
-    spec = config.data
-    if spec is None:
-        if run.train_config is None:
-            raise ValueError(
-                "the run has no training config to take the data spec from; set "
-                "HeadsConfig.data (--data)"
-            )
-        spec = run.train_config.data
-    if run.tokenizer is None:
-        raise ValueError("the run has no tokenizer")
-    torch.manual_seed(config.seed)
-    tokens = load_token_splits(
-        load_corpus(spec), run.tokenizer, splits=(config.split,), show_progress=config.show_progress
-    )[config.split]
-    block_len = config.block_len or int(mcfg.max_seq_len)
-    limit = model.scheme.max_length(mcfg)  # e.g. learned positions: max_seq_len
-    if limit is not None:
-        block_len = min(block_len, limit)
-    starts = _pick_blocks(tokens, block_len, config.num_blocks, config.seed)
-    idx = starts[:, None] + np.arange(block_len)[None, :]
-    blocks = torch.as_tensor(np.asarray(tokens[idx], dtype=np.int64), device=device)
+    return HeadsSuite(config).run(run, out_dir)
 
-    was_training = model.training
-    model.eval()
-    try:
-        scores = head_score_measures(model, blocks, config.batch_size, config.show_progress)
-        max_prompt = min(config.max_prompt_tokens, int(mcfg.max_seq_len))
-        if config.prompt is not None:
-            ids = run.tokenizer.encode(config.prompt)[:max_prompt]
-            if not ids:
-                raise ValueError("the prompt encodes to no tokens")
-            source = "prompt"
-        else:
-            ids = blocks[0, :max_prompt].tolist()
-            source = f"data block at token {int(starts[0])}"
-        ids_t = torch.tensor([ids], dtype=torch.long, device=device)
-        probs = attention_probabilities(model, ids_t, layers)
-    finally:
-        model.train(was_training)
-    labels = [run.tokenizer.decode([i]) for i in ids]
-    adaptation = adaptation_stats(model, config.delta_threshold, config.bias_threshold)
-    attn0 = model.blocks[0].attn
-    payload: dict[str, Any] = {
-        "suite": "heads",
-        "run": {
-            "path": path,
-            "pos_scheme": mcfg.pos_scheme,
-            "step": getattr(run, "step", None),
-            "n_layer": n_layer,
-            "n_head": n_head,
-            "head_dim": attn0.head_dim,
-            "max_seq_len": int(mcfg.max_seq_len),
-        },
-        "config": asdict(config),
-        "data": {
-            "spec": spec,
-            "split": config.split,
-            "split_tokens": int(len(tokens)),
-            "blocks": int(len(starts)),
-            "block_len": block_len,
-            "starts": starts.tolist(),
-        },
-        "adaptation": adaptation,
-        "scores": scores,
-        "attention_maps": {"source": source, "ids": ids, "tokens": labels, "layers": layers},
-        "files": {},
+
+@register_suite
+class HeadsSuite(Suite):
+    """The per-head analysis (see :func:`run_heads_suite`)."""
+
+    name = "heads"
+    config_class = HeadsConfig
+    options = {
+        "data": "data",
+        "split": "split",
+        "num_blocks": "num_blocks",
+        "prompt": "prompt",
+        "layers": "layers",
+        "seed": "seed",
+        "batch_size": "batch_size",
     }
-    if out_dir is not None:
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        name = f"{mcfg.pos_scheme}" + (f" — {Path(path).name}" if path else "")
+    lists_files = True
+
+    def load_data(self, run) -> tuple[str, np.ndarray, np.ndarray, int]:
+        """(data spec, the split's tokens, block starts, block length)."""
+        config, model = self.config, run.model
+        mcfg = model.config
+        spec = data_spec(config.data, run, "HeadsConfig.data")
+        if run.tokenizer is None:
+            raise ValueError("the run has no tokenizer")
+        torch.manual_seed(config.seed)
+        tokens = load_token_splits(
+            load_corpus(spec),
+            run.tokenizer,
+            splits=(config.split,),
+            show_progress=config.show_progress,
+        )[config.split]
+        block_len = config.block_len or int(mcfg.max_seq_len)
+        limit = model.scheme.max_length(mcfg)  # e.g. learned positions: max_seq_len
+        if limit is not None:
+            block_len = min(block_len, limit)
+        starts = _pick_blocks(tokens, block_len, config.num_blocks, config.seed)
+        return spec, tokens, starts, block_len
+
+    def compute(self, run, data) -> dict[str, Any]:
+        config, model = self.config, run.model
+        spec, tokens, starts, block_len = data
+        path = str(run.run_dir) if getattr(run, "run_dir", None) is not None else None
+        mcfg = model.config
+        device = next(model.parameters()).device
+        n_layer, n_head = len(model.blocks), model.blocks[0].attn.n_head
+        layers = list(range(n_layer)) if config.layers is None else list(config.layers)
+        for x in layers:
+            if not 0 <= x < n_layer:
+                raise ValueError(f"layer {x} out of range: the model has {n_layer} layers")
+        idx = starts[:, None] + np.arange(block_len)[None, :]
+        blocks = torch.as_tensor(np.asarray(tokens[idx], dtype=np.int64), device=device)
+        with eval_mode(model):
+            scores = head_score_measures(model, blocks, config.batch_size, config.show_progress)
+            max_prompt = min(config.max_prompt_tokens, int(mcfg.max_seq_len))
+            if config.prompt is not None:
+                ids = run.tokenizer.encode(config.prompt)[:max_prompt]
+                if not ids:
+                    raise ValueError("the prompt encodes to no tokens")
+                source = "prompt"
+            else:
+                ids = blocks[0, :max_prompt].tolist()
+                source = f"data block at token {int(starts[0])}"
+            ids_t = torch.tensor([ids], dtype=torch.long, device=device)
+            self._probs = attention_probabilities(model, ids_t, layers)
+        labels = [run.tokenizer.decode([i]) for i in ids]
+        attn0 = model.blocks[0].attn
+        return {
+            "run": {
+                "path": path,
+                "pos_scheme": mcfg.pos_scheme,
+                "step": getattr(run, "step", None),
+                "n_layer": n_layer,
+                "n_head": n_head,
+                "head_dim": attn0.head_dim,
+                "max_seq_len": int(mcfg.max_seq_len),
+            },
+            "data": {
+                "spec": spec,
+                "split": config.split,
+                "split_tokens": int(len(tokens)),
+                "blocks": int(len(starts)),
+                "block_len": block_len,
+                "starts": starts.tolist(),
+            },
+            "adaptation": adaptation_stats(model, config.delta_threshold, config.bias_threshold),
+            "scores": scores,
+            "attention_maps": {"source": source, "ids": ids, "tokens": labels, "layers": layers},
+        }
+
+    def write_files(self, payload: dict[str, Any], out: Path) -> dict[str, str]:
+        probs, path = self._probs, payload["run"]["path"]
+        adaptation, scores = payload["adaptation"], payload["scores"]
+        maps = payload["attention_maps"]
+        ids, labels, layers = maps["ids"], maps["tokens"], maps["layers"]
+        name = f"{payload['run']['pos_scheme']}" + (f" — {Path(path).name}" if path else "")
         files: dict[str, str] = {}
         if adaptation is not None:
             for key, sym in (("delta", "δ"), ("bias", "b")):
@@ -766,8 +777,7 @@ def run_heads_suite(
                 probs=np.stack([probs[x][0].float().cpu().numpy() for x in layers]),
             )
         files["attention_npz"] = str(out / "attention_maps.npz")
-        files["json"] = str(out / "heads.json")
-        files["markdown"] = str(out / "heads.md")
-        payload["files"] = files
-        write_report(out, "heads", payload, _markdown(payload))
-    return payload
+        return files
+
+    def markdown(self, payload: dict[str, Any]) -> str:
+        return _markdown(payload)

@@ -30,7 +30,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -40,10 +40,12 @@ from tqdm.auto import tqdm
 
 from .._config import ConfigBase
 from .._optional import require
-from .._report import markdown_table, write_report
+from .._report import markdown_table
+from .suite import EvalRun, Suite, model_info, register_suite
 
 __all__ = [
     "MATH_SUBJECTS",
+    "MathSuite",
     "MathSuiteConfig",
     "extract_answer",
     "extract_boxed",
@@ -614,78 +616,105 @@ def run_math_suite(
     Raises:
         ValueError: a bad config value or no problem with a reference answer.
     """
-    config = config or MathSuiteConfig()
-    config.validate()
-    say = log or (lambda _msg: None)
-    if problems is None:
-        problems = load_math_problems(config.data, config.split)
-    shots: list[dict[str, Any]] = []
-    if config.num_fewshot:
-        if Path(config.data).expanduser().is_file():
-            shots, problems = problems[: config.num_fewshot], problems[config.num_fewshot :]
-        else:
-            shots = load_math_problems(config.data, "train")[: config.num_fewshot]
-    skipped = sum(p["reference"] is None for p in problems)
-    problems = [p for p in problems if p["reference"] is not None]
-    if config.max_problems is not None:
-        problems = problems[: config.max_problems]
-    if not problems:
-        raise ValueError(f"math data {config.data!r}: no problem with a reference answer")
-    if skipped:
-        say(f"math: skipped {skipped} problems without an extractable reference answer")
+    suite = MathSuite(config, log, problems=problems)
+    return suite.run(EvalRun(model, tokenizer), out_dir)
 
-    prefix = "".join(_shot_text(s, config.prompt_template) for s in shots)
-    lead = [tokenizer.eos_token_id] if config.prepend_eos else []
-    limit = getattr(getattr(model, "config", None), "max_seq_len", None)
-    keep = limit - config.max_new_tokens if limit else None
-    prompts, truncated = [], 0
-    for p in problems:
-        text = prefix + config.prompt_template.format(question=p["question"])
-        ids = lead + tokenizer.encode(text)
-        if keep is not None and keep >= 1 and len(ids) > keep:
-            ids, truncated = ids[len(ids) - keep :], truncated + 1
-        prompts.append(ids)
-    t0 = time.perf_counter()
-    outputs = _generate_all(model, tokenizer, prompts, config)
-    t_gen = time.perf_counter() - t0
 
-    rows = []
-    for p, new in zip(problems, outputs, strict=True):
-        text = _cut(tokenizer.decode(new), config.stop)
-        pred = extract_answer(text)
-        rows.append(
-            {
-                "id": p["id"],
-                "question": p["question"],
-                "reference": p["reference"],
-                "output": text,
-                "prediction": pred,
-                "correct": math_equal(pred, p["reference"]),
-            }
-        )
-    correct = sum(r["correct"] for r in rows)
-    metrics = {
-        "accuracy": correct / len(rows),
-        "correct": correct,
-        "total": len(rows),
-        "no_answer": sum(r["prediction"] is None for r in rows),
-        "skipped_no_reference": skipped,
-        "truncated_prompts": truncated,
+@register_suite
+class MathSuite(Suite):
+    """The math suite (see :func:`run_math_suite`)."""
+
+    name = "math"
+    config_class = MathSuiteConfig
+    options = {
+        "math_data": "data",
+        "split": "split",
+        "max_problems": "max_problems",
+        "max_new_tokens": "max_new_tokens",
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "num_fewshot": "num_fewshot",
+        "seed": "seed",
+        "batch_size": "batch_size",
     }
-    cfg = getattr(model, "config", None)
-    payload: dict[str, Any] = {
-        "suite": "math",
-        "config": asdict(config),
-        "model": {
-            "pos_scheme": getattr(cfg, "pos_scheme", None),
-            "max_seq_len": limit,
-            "parameters": sum(q.numel() for q in model.parameters()),
-        },
-        "metrics": metrics,
-        "timing": {"generate_s": t_gen},
-        "problems": rows,
-    }
-    if out_dir is not None:
-        write_report(out_dir, "math", payload, _markdown(payload))
-    say(f"math: accuracy {100 * metrics['accuracy']:.2f}% ({correct}/{len(rows)})")
-    return payload
+
+    def __init__(self, config=None, log=None, *, problems: list[dict[str, Any]] | None = None):
+        super().__init__(config, log)
+        self.problems = problems
+
+    def load_data(self, run) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+        """(few-shot examples, problems with a reference, problems skipped without one)."""
+        config = self.config
+        problems = self.problems
+        if problems is None:
+            problems = load_math_problems(config.data, config.split)
+        shots: list[dict[str, Any]] = []
+        if config.num_fewshot:
+            if Path(config.data).expanduser().is_file():
+                shots, problems = problems[: config.num_fewshot], problems[config.num_fewshot :]
+            else:
+                shots = load_math_problems(config.data, "train")[: config.num_fewshot]
+        skipped = sum(p["reference"] is None for p in problems)
+        problems = [p for p in problems if p["reference"] is not None]
+        if config.max_problems is not None:
+            problems = problems[: config.max_problems]
+        if not problems:
+            raise ValueError(f"math data {config.data!r}: no problem with a reference answer")
+        if skipped:
+            self.say(f"math: skipped {skipped} problems without an extractable reference answer")
+        return shots, problems, skipped
+
+    def compute(self, run, data) -> dict[str, Any]:
+        config, model, tokenizer = self.config, run.model, run.tokenizer
+        shots, problems, skipped = data
+        prefix = "".join(_shot_text(s, config.prompt_template) for s in shots)
+        lead = [tokenizer.eos_token_id] if config.prepend_eos else []
+        limit = getattr(getattr(model, "config", None), "max_seq_len", None)
+        keep = limit - config.max_new_tokens if limit else None
+        prompts, truncated = [], 0
+        for p in problems:
+            text = prefix + config.prompt_template.format(question=p["question"])
+            ids = lead + tokenizer.encode(text)
+            if keep is not None and keep >= 1 and len(ids) > keep:
+                ids, truncated = ids[len(ids) - keep :], truncated + 1
+            prompts.append(ids)
+        t0 = time.perf_counter()
+        outputs = _generate_all(model, tokenizer, prompts, config)
+        t_gen = time.perf_counter() - t0
+
+        rows = []
+        for p, new in zip(problems, outputs, strict=True):
+            text = _cut(tokenizer.decode(new), config.stop)
+            pred = extract_answer(text)
+            rows.append(
+                {
+                    "id": p["id"],
+                    "question": p["question"],
+                    "reference": p["reference"],
+                    "output": text,
+                    "prediction": pred,
+                    "correct": math_equal(pred, p["reference"]),
+                }
+            )
+        correct = sum(r["correct"] for r in rows)
+        metrics = {
+            "accuracy": correct / len(rows),
+            "correct": correct,
+            "total": len(rows),
+            "no_answer": sum(r["prediction"] is None for r in rows),
+            "skipped_no_reference": skipped,
+            "truncated_prompts": truncated,
+        }
+        return {
+            "model": model_info(model),
+            "metrics": metrics,
+            "timing": {"generate_s": t_gen},
+            "problems": rows,
+        }
+
+    def markdown(self, payload: dict[str, Any]) -> str:
+        return _markdown(payload)
+
+    def summary(self, payload: dict[str, Any]) -> str:
+        m = payload["metrics"]
+        return f"math: accuracy {100 * m['accuracy']:.2f}% ({m['correct']}/{m['total']})"

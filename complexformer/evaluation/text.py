@@ -25,19 +25,20 @@ import random
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
 from .._config import ConfigBase
-from .._report import markdown_table, write_report
+from .._report import markdown_table
 from ..data import load_corpus
 from .genppl import DEFAULT_EVALUATOR, Evaluator, load_evaluator, score_continuations
+from .suite import EvalRun, Suite, fmt_number, model_info, register_suite
 from .text_metrics import distinct_n, repetition_n, sequence_repetition
 
-__all__ = ["TextSuiteConfig", "run_text_suite", "select_prompts"]
+__all__ = ["TextSuite", "TextSuiteConfig", "run_text_suite", "select_prompts"]
 
 
 @dataclass
@@ -161,21 +162,17 @@ def _generate(
     return out
 
 
-def _fmt(x: float | None, digits: int = 4) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
 def _markdown(payload: dict[str, Any], n_examples: int = 3) -> str:
     m, c = payload["metrics"], payload["config"]
     ev = payload["evaluator"]
     rows = [
-        ["gen-PPL (pooled, headline)", _fmt(m["gen_ppl"], 2)],
-        ["gen-PPL (mean of per-sample)", _fmt(m["gen_ppl_mean_per_sample"], 2)],
-        ["Dist-1", _fmt(m["dist_1"])],
-        ["Dist-2", _fmt(m["dist_2"])],
-        ["Rep-4", _fmt(m["rep_4"])],
+        ["gen-PPL (pooled, headline)", fmt_number(m["gen_ppl"], 2)],
+        ["gen-PPL (mean of per-sample)", fmt_number(m["gen_ppl_mean_per_sample"], 2)],
+        ["Dist-1", fmt_number(m["dist_1"])],
+        ["Dist-2", fmt_number(m["dist_2"])],
+        ["Rep-4", fmt_number(m["rep_4"])],
         ["prompts", m["num_prompts"]],
-        ["mean new tokens", _fmt(m["mean_new_tokens"], 1)],
+        ["mean new tokens", fmt_number(m["mean_new_tokens"], 1)],
         ["stopped at EOS", m["stopped_at_eos"]],
         ["evaluator tokens scored", m["evaluator_tokens"]],
     ]
@@ -238,103 +235,132 @@ def run_text_suite(
             tokens.
     """
 
-    config = config or TextSuiteConfig()
-    config.validate()
-    say = log or (lambda _msg: None)
-    corpus = load_corpus(config.data)
-    documents = list(corpus.documents(config.split))
-    chosen = select_prompts(
-        documents, tokenizer, config.num_prompts, config.prompt_tokens, config.seed
-    )
-    if not chosen:
-        raise ValueError(
-            f"no document of {config.data!r} [{config.split}] has {config.prompt_tokens} tokens "
-            f"({len(documents)} documents); lower prompt_tokens or use another split"
-        )
-    if len(chosen) < config.num_prompts:
-        say(
-            f"text: only {len(chosen)} of {len(documents)} documents have "
-            f"{config.prompt_tokens} tokens; using {len(chosen)} prompts"
-        )
-    prompts = [ids for _, ids in chosen]
+    suite = TextSuite(config, log, evaluator=evaluator)
+    return suite.run(EvalRun(model, tokenizer), out_dir)
 
-    t0 = time.perf_counter()
-    outputs = _generate(model, tokenizer, prompts, config)
-    t_gen = time.perf_counter() - t0
-    texts = [_split_text(tokenizer, p, new) for p, (new, _) in zip(prompts, outputs, strict=True)]
-    continuations = [c for _, c in texts]
 
-    ev_spec = config.evaluator
-    use_ev = evaluator is not None or (ev_spec or "none").strip().lower() != "none"
-    scores: dict[str, Any] | None = None
-    t1 = time.perf_counter()
-    if use_ev:
-        if evaluator is None:
-            say(f"text: loading evaluator {ev_spec}")
-            evaluator = load_evaluator(str(ev_spec), device=next(model.parameters()).device)
-        scores = score_continuations(
-            evaluator,
-            [p for p, _ in texts],
-            continuations,
-            batch_size=config.evaluator_batch_size,
-            progress=config.progress,
-        )
-    t_score = time.perf_counter() - t1
+@register_suite
+class TextSuite(Suite):
+    """The text-generation suite (see :func:`run_text_suite`)."""
 
-    generations = []
-    for k, ((doc, ids), (new, stopped), (ptext, ctext)) in enumerate(
-        zip(chosen, outputs, texts, strict=True)
-    ):
-        s = scores["samples"][k] if scores else {}
-        generations.append(
-            {
-                "document": doc,
-                "prompt": ptext,
-                "continuation": ctext,
-                "prompt_tokens": len(ids),
-                "new_tokens": len(new),
-                "stopped_at_eos": stopped,
-                "words": len(ctext.split()),
-                "rep_4": sequence_repetition(ctext, 4),
-                "evaluator_tokens": s.get("tokens"),
-                "nll": s.get("nll"),
-                "ppl": s.get("ppl"),
-                "prompt_truncated": s.get("prompt_truncated"),
-            }
-        )
-    nan = math.nan
-    metrics = {
-        "gen_ppl": scores["gen_ppl"] if scores else nan,
-        "gen_ppl_mean_per_sample": scores["mean_sample_ppl"] if scores else nan,
-        "dist_1": distinct_n(continuations, 1),
-        "dist_2": distinct_n(continuations, 2),
-        "rep_4": repetition_n(continuations, 4),
-        "num_prompts": len(prompts),
-        "mean_new_tokens": sum(len(n) for n, _ in outputs) / len(outputs),
-        "stopped_at_eos": sum(s for _, s in outputs),
-        "evaluator_tokens": scores["tokens"] if scores else 0,
-        "scored": scores["scored"] if scores else 0,
-        "truncated_prompts": scores["truncated_prompts"] if scores else 0,
+    name = "text"
+    config_class = TextSuiteConfig
+    options = {
+        "data": "data",
+        "split": "split",
+        "num_prompts": "num_prompts",
+        "prompt_tokens": "prompt_tokens",
+        "max_new_tokens": "max_new_tokens",
+        "top_p": "top_p",
+        "temperature": "temperature",
+        "evaluator": "evaluator",
+        "seed": "seed",
+        "batch_size": "batch_size",
     }
-    cfg = getattr(model, "config", None)
-    payload: dict[str, Any] = {
-        "suite": "text",
-        "config": asdict(config),
-        "model": {
-            "pos_scheme": getattr(cfg, "pos_scheme", None),
-            "max_seq_len": getattr(cfg, "max_seq_len", None),
-            "parameters": sum(p.numel() for p in model.parameters()),
-        },
-        "data": {"spec": corpus.spec, "split": config.split, "documents": len(documents)},
-        "evaluator": evaluator.describe() if evaluator is not None else None,
-        "metrics": metrics,
-        "timing": {"generate_s": t_gen, "score_s": t_score},
-        "generations": generations,
-    }
-    if out_dir is not None:
-        write_report(out_dir, "text", payload, _markdown(payload))
-    say(
-        "text: "
-        + ", ".join(f"{k} {_fmt(metrics[k])}" for k in ("gen_ppl", "dist_1", "dist_2", "rep_4"))
-    )
-    return payload
+
+    def __init__(self, config=None, log=None, *, evaluator: Evaluator | None = None) -> None:
+        super().__init__(config, log)
+        self.evaluator = evaluator
+
+    def load_data(self, run) -> tuple[Any, list, list]:
+        config = self.config
+        corpus = load_corpus(config.data)
+        documents = list(corpus.documents(config.split))
+        chosen = select_prompts(
+            documents, run.tokenizer, config.num_prompts, config.prompt_tokens, config.seed
+        )
+        if not chosen:
+            raise ValueError(
+                f"no document of {config.data!r} [{config.split}] has {config.prompt_tokens} "
+                f"tokens ({len(documents)} documents); lower prompt_tokens or use another split"
+            )
+        if len(chosen) < config.num_prompts:
+            self.say(
+                f"text: only {len(chosen)} of {len(documents)} documents have "
+                f"{config.prompt_tokens} tokens; using {len(chosen)} prompts"
+            )
+        return corpus, documents, chosen
+
+    def compute(self, run, data) -> dict[str, Any]:
+        config, say = self.config, self.say
+        model, tokenizer = run.model, run.tokenizer
+        corpus, documents, chosen = data
+        prompts = [ids for _, ids in chosen]
+        t0 = time.perf_counter()
+        outputs = _generate(model, tokenizer, prompts, config)
+        t_gen = time.perf_counter() - t0
+        texts = [
+            _split_text(tokenizer, p, new) for p, (new, _) in zip(prompts, outputs, strict=True)
+        ]
+        continuations = [c for _, c in texts]
+
+        evaluator = self.evaluator
+        ev_spec = config.evaluator
+        use_ev = evaluator is not None or (ev_spec or "none").strip().lower() != "none"
+        scores: dict[str, Any] | None = None
+        t1 = time.perf_counter()
+        if use_ev:
+            if evaluator is None:
+                say(f"text: loading evaluator {ev_spec}")
+                evaluator = load_evaluator(str(ev_spec), device=next(model.parameters()).device)
+            scores = score_continuations(
+                evaluator,
+                [p for p, _ in texts],
+                continuations,
+                batch_size=config.evaluator_batch_size,
+                progress=config.progress,
+            )
+        t_score = time.perf_counter() - t1
+
+        generations = []
+        for k, ((doc, ids), (new, stopped), (ptext, ctext)) in enumerate(
+            zip(chosen, outputs, texts, strict=True)
+        ):
+            s = scores["samples"][k] if scores else {}
+            generations.append(
+                {
+                    "document": doc,
+                    "prompt": ptext,
+                    "continuation": ctext,
+                    "prompt_tokens": len(ids),
+                    "new_tokens": len(new),
+                    "stopped_at_eos": stopped,
+                    "words": len(ctext.split()),
+                    "rep_4": sequence_repetition(ctext, 4),
+                    "evaluator_tokens": s.get("tokens"),
+                    "nll": s.get("nll"),
+                    "ppl": s.get("ppl"),
+                    "prompt_truncated": s.get("prompt_truncated"),
+                }
+            )
+        nan = math.nan
+        metrics = {
+            "gen_ppl": scores["gen_ppl"] if scores else nan,
+            "gen_ppl_mean_per_sample": scores["mean_sample_ppl"] if scores else nan,
+            "dist_1": distinct_n(continuations, 1),
+            "dist_2": distinct_n(continuations, 2),
+            "rep_4": repetition_n(continuations, 4),
+            "num_prompts": len(prompts),
+            "mean_new_tokens": sum(len(n) for n, _ in outputs) / len(outputs),
+            "stopped_at_eos": sum(s for _, s in outputs),
+            "evaluator_tokens": scores["tokens"] if scores else 0,
+            "scored": scores["scored"] if scores else 0,
+            "truncated_prompts": scores["truncated_prompts"] if scores else 0,
+        }
+        self.evaluator = evaluator
+        return {
+            "model": model_info(model),
+            "data": {"spec": corpus.spec, "split": config.split, "documents": len(documents)},
+            "evaluator": evaluator.describe() if evaluator is not None else None,
+            "metrics": metrics,
+            "timing": {"generate_s": t_gen, "score_s": t_score},
+            "generations": generations,
+        }
+
+    def markdown(self, payload: dict[str, Any]) -> str:
+        return _markdown(payload)
+
+    def summary(self, payload: dict[str, Any]) -> str:
+        metrics = payload["metrics"]
+        keys = ("gen_ppl", "dist_1", "dist_2", "rep_4")
+        return "text: " + ", ".join(f"{k} {fmt_number(metrics[k])}" for k in keys)

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from .._atomic import atomic_output, atomic_write_text
 from .._manifest import verify_manifest, write_manifest
+from .._runtime import eval_mode
 from ..attention.cache import KVCache
 from ..attention.module import CausalSelfAttention
 from ..attention.registry import get_scheme
@@ -245,8 +246,6 @@ class ComplexFormerLM(nn.Module):
                 f"prompt + max_new_tokens = {total} exceeds max_seq_len={limit}, the "
                 f"limit of pos_scheme {cfg.pos_scheme!r}"
             )
-        was_training = self.training
-        self.eval()
         gen = None
         if seed is not None:
             gen = torch.Generator(device=input_ids.device).manual_seed(seed)
@@ -254,7 +253,7 @@ class ComplexFormerLM(nn.Module):
         finished = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
         cache = KVCache(cfg.n_layer) if use_cache else None
         step_input = ids
-        try:
+        with eval_mode(self):
             for _ in range(max_new_tokens):
                 out = self(step_input if use_cache else ids, cache=cache)
                 nxt = sample_next(out.logits[:, -1], temperature, top_k, top_p, gen)
@@ -265,8 +264,6 @@ class ComplexFormerLM(nn.Module):
                 step_input = nxt.unsqueeze(1)
                 if eos_token_id is not None and bool(finished.all()):
                     break
-        finally:
-            self.train(was_training)
         return ids
 
     # ------------------------------------------------------------ persistence
