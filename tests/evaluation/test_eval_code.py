@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -109,7 +110,46 @@ def test_humaneval_canonical_solutions_all_pass(humaneval):
     ]
     assert failed == [], f"canonical solutions that failed: {failed}"
     assert sum(r["passed"] for r in results) == 164
+    # every verdict is the trusted checker's: no HumanEval problem needs the weak fallback
+    weak = [
+        p["task_id"] for p, r in zip(humaneval, results, strict=True) if r["verdict"] != "trusted"
+    ]
+    assert weak == []
     print(f"\n164 canonical solutions: 164 passed in {seconds:.1f} s")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sandbox_capabilities()["bwrap"], reason="bubblewrap does not work here")
+def test_humaneval_overhead_of_the_isolation_and_trusted_verdict(humaneval):
+    # the new protocol (bubblewrap + trusted checker) against the old one (one program per
+    # completion behind unshare and the Python guard), 2 workers each, interleaved in
+    # chunks so that the load of a shared machine falls on both alike
+    from complexformer.evaluation import verdict
+
+    def old(pairs):
+        return [verdict._weak_check(p, c, 3.0, 1024, "none") for p, c in pairs]
+
+    pairs = [(p, p["canonical_solution"]) for p in humaneval]
+    times = {"old": 0.0, "new": 0.0}
+    passed = {"old": 0, "new": 0}
+    for i in range(0, len(pairs), 41):
+        chunk = pairs[i : i + 41]
+        for name in ("old", "new"):
+            t0 = time.perf_counter()
+            if name == "new":
+                res = check_completions(chunk, timeout=3.0, workers=2)
+            else:
+                with ThreadPoolExecutor(2) as pool:
+                    res = [r for part in pool.map(old, [chunk[0::2], chunk[1::2]]) for r in part]
+            times[name] += time.perf_counter() - t0
+            passed[name] += sum(r["passed"] for r in res)
+    assert passed == {"old": 164, "new": 164}
+    ratio = times["new"] / times["old"]
+    print(
+        f"\nper problem: old {times['old'] / 164 * 1000:.0f} ms, new "
+        f"{times['new'] / 164 * 1000:.0f} ms (2 workers), ratio {ratio:.2f}"
+    )
+    assert ratio <= 2.0
 
 
 def test_humaneval_bare_prompts_all_fail(humaneval):
