@@ -1,52 +1,41 @@
-"""Run untrusted Python programs (model-written code) in a constrained subprocess.
+"""Run untrusted Python programs (model-written code) in an isolated subprocess.
 
 The code suite executes thousands of model completions; most are harmless garbage, a few loop
-forever, allocate without bound, fork, delete files or open sockets. :func:`run_program` runs
-one program so that such accidents cannot hurt the evaluation or the machine, in the spirit of
-the ``reliability_guard`` of human-eval (Chen et al., "Evaluating Large Language Models Trained
-on Code", 2021), but with operating-system limits underneath the Python-level guard:
+forever, allocate without bound, fork, delete files or open sockets, and a hostile one may try
+to escape on purpose. :func:`run_program` runs one program in layers (outermost first):
 
-* **Process**: a fresh interpreter (``sys.executable -I -S -B``: no user site, no ``PYTHON*``
-  variables, no current directory on ``sys.path``, no ``.pth`` or ``sitecustomize`` code,
-  no bytecode written; the site-packages directories are appended to ``sys.path``) in a
-  **new session**, stdin from ``/dev/null``, stdout/stderr to files (never unbounded pipes).
-* **Namespaces** where ``unshare`` works (as root, or unprivileged through a user namespace;
-  probed once at run time): a **network namespace** (only a downed loopback: no connection
-  anywhere, not even to 127.0.0.1) and a **PID namespace** whose init is the program, so that
-  when it ends or is killed the kernel kills every process it left behind.
+* **Operating-system isolation** (:mod:`.isolation`, where bubblewrap works; see
+  :func:`sandbox_capabilities`): ``bwrap`` as uid 65534 in new mount, PID, network, IPC and
+  UTS namespaces (and a user namespace when not root), on a file system that holds only the
+  shared libraries, the interpreter, its standard library, the site-packages, the program
+  (read-only) and a private ``tmpfs`` working directory, with a fresh ``/proc``, a cleared
+  environment and ``--die-with-parent``. Without bubblewrap (``isolation="none"``), the older
+  layer: ``unshare`` network and PID namespaces, as the caller, on the host's file system.
+* **Process**: a fresh interpreter (``python -I -S -B``: no user site, no ``PYTHON*``
+  variables, no ``.pth`` or ``sitecustomize`` code, no bytecode written; the site-packages
+  directories appended to ``sys.path``) in a **new session**, stdin from ``/dev/null`` (or
+  the caller's pipe), stdout/stderr to files (never unbounded pipes).
 * **Resource limits** set in the child before the program runs: ``RLIMIT_AS`` (address
   space, default 1 GiB), ``RLIMIT_CPU`` (timeout + 1 s), ``RLIMIT_FSIZE`` (largest file,
   default 16 MiB; stdout/stderr included), ``RLIMIT_NOFILE``, ``RLIMIT_CORE`` = 0 and a
-  process cap: ``RLIMIT_NPROC`` (exact inside a fresh user namespace on Linux >= 5.14, which
-  counts processes per namespace; approximate, the user's current task count + the cap,
-  without one; the kernel ignores it for root), or for root a ``pids`` cgroup with
-  ``pids.max`` where the cgroup file system is writable (v1 ``/sys/fs/cgroup/pids``, or v2
-  with ``pids`` delegated).
-* **Wall-clock timeout** and clean-up: the whole process group is SIGKILLed (also after a
-  normal exit, for processes left in the background); without a PID namespace every process
-  still carrying the run's marker variable is killed too (one that left the group with
-  ``setsid``); the cgroup is emptied and removed.
-* **Files**: a fresh temporary working directory (also ``HOME`` and ``TMPDIR``), deleted
-  afterwards; the environment is scrubbed (no proxy variables, no tokens: only ``PATH``,
-  ``HOME``, ``TMPDIR``, locale and the marker).
-* **Python-level guard** (``guard=True``, an audit hook, :pep:`578`): refuses opening files
-  for writing, removing, renaming, linking, ``chmod``-ing or creating directories *outside*
-  the working directory (paths resolved through symbolic links and ``dir_fd``), creating
-  processes (``os.fork``, ``subprocess``, ``os.system``, ``exec*``, ``posix_spawn``),
-  signalling (``os.kill``), sockets and DNS, loading libraries and calling or poking memory
-  with ``ctypes`` (``import ctypes`` itself works, so numpy imports), raising resource limits
-  and walking the garbage collector's object graph; ``os.setsid``/``setpgid``/``mknod``/
-  ``chroot`` and ``_posixsubprocess.fork_exec`` are replaced by functions that raise.
+  process cap: a ``pids`` cgroup with ``pids.max`` for root where the cgroup file system is
+  writable (v1 ``/sys/fs/cgroup/pids``, or v2 with ``pids`` delegated), else
+  ``RLIMIT_NPROC`` (exact inside a fresh user namespace on Linux >= 5.14; approximate, the
+  user's task count + the cap, without one).
+* **Wall-clock timeout** and clean-up: the process group is SIGKILLed (also after a normal
+  exit); the PID namespace dies with its init; without one, every process still carrying the
+  run's marker variable is killed too; the cgroup is emptied and removed; the run's files
+  are deleted.
+* **Python-level guard** (``guard=True``, an audit hook, :pep:`578`; :mod:`.sandbox_child`),
+  the inner layer: refuses writes outside the working directory, creating processes,
+  signalling, sockets, ``ctypes`` calls, raising limits and walking the garbage collector.
+  Code written to escape can switch it off; it stays because it is cheap and turns common
+  accidents into clear errors.
 
-What it is **not**: a VM or a container. The guard is best-effort against *accidents*: code
-written to escape can (for instance) race a symbolic link between the check and the open,
-or reach interpreter internals. The program runs with the caller's file permissions (a user
-namespace maps it to the same user) and can *read* every file the caller can (as root:
-anything); only the guard stops writes outside its directory. There is no seccomp filter, no mount
-isolation, no limit on total memory across the (capped) processes beyond processes x
-``RLIMIT_AS``. Without a PID namespace, killed orphans are re-parented to PID 1, which may
-leave zombies where PID 1 does not reap. Run evaluations of untrusted models as an
-unprivileged user, or in a container.
+What it is **not**: a VM. There is no seccomp filter; the kernel is shared. Without
+bubblewrap the program runs with the caller's permissions and can read every file the
+caller can (as root: anything), and only the guard stops writes outside its directory: the
+code suite refuses that unless told ``--unsafe-python-guard-only``.
 :func:`sandbox_capabilities` reports which layers are active on this machine.
 """
 
