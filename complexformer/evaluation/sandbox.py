@@ -74,6 +74,7 @@ __all__ = [
     "find_sandbox_processes",
     "run_program",
     "sandbox_capabilities",
+    "site_package_dirs",
     "start_program",
 ]
 
@@ -139,6 +140,7 @@ def sandbox_capabilities() -> dict[str, Any]:
         ``uid`` (the user programs run as: 65534 under bwrap, else ``euid``); ``unshare``
         (the command prefix used without bwrap, empty if none works); ``namespaces``
         (those in force: ``user``, ``mount``, ``pid``, ``net``, ``ipc``, ``uts``);
+        ``unshare_namespaces`` (those of the ``unshare`` prefix);
         ``cgroup`` (parent directory of the per-run ``pids`` cgroups, or None);
         ``process_limit``: ``"cgroup"``, ``"rlimit"`` (exact, in a fresh user namespace),
         ``"rlimit-approximate"`` (the user's task count + the cap) or ``"none"`` (root
@@ -149,7 +151,7 @@ def sandbox_capabilities() -> dict[str, Any]:
     with _caps_lock:
         if _caps is None:
             posix = os.name == "posix"
-            bwrap = probe_bwrap(_site_packages()) if posix else None
+            bwrap = probe_bwrap(site_package_dirs()) if posix else None
             prefix, spaces = probe_unshare() if posix else ([], [])
             cgroup = cgroup_parent() if posix else None
             root = posix and os.geteuid() == 0
@@ -175,7 +177,12 @@ def sandbox_capabilities() -> dict[str, Any]:
                 "euid": os.geteuid() if posix else None,
             }
         caps = dict(_caps)
-    return dict(caps, namespaces=_namespaces(caps), layers=_layers(caps))
+    return dict(
+        caps,
+        namespaces=_namespaces(caps),
+        unshare_namespaces=list(caps["namespaces"]),
+        layers=_layers(caps),
+    )
 
 
 def _namespaces(caps: dict[str, Any]) -> list[str]:
@@ -206,7 +213,7 @@ def _layers(caps: dict[str, Any]) -> list[str]:
 _site_dirs: list[str] | None = None
 
 
-def _site_packages() -> list[str]:
+def site_package_dirs() -> list[str]:
     """This interpreter's site-packages directories (the child runs with ``-S``: no ``site``
     module, whose ``.pth`` processing triples the start-up time of a venv with editable
     installs)."""
@@ -475,10 +482,14 @@ def _resolve_caps(isolation: str) -> dict[str, Any]:
             "namespaces are allowed"
         )
     if isolation == "none" and caps["bwrap"]:
-        caps = dict(caps, bwrap=None, isolation="none")
-        caps["process_limit"] = (
-            "cgroup" if caps["cgroup"] else "none" if caps["euid"] == 0 else "rlimit"
-        )
+        spaces = caps["unshare_namespaces"]
+        if caps["cgroup"]:
+            plimit = "cgroup"
+        elif caps["euid"] == 0:
+            plimit = "none"
+        else:
+            plimit = "rlimit" if "user" in spaces else "rlimit-approximate"
+        caps = dict(caps, bwrap=None, isolation="none", namespaces=spaces, process_limit=plimit)
     return caps
 
 
@@ -560,7 +571,7 @@ def start_program(
             "cgroup_procs": None if bwrap else procs,
             "memory_exit": _MEMORY_EXIT,
             "setup_exit": _SETUP_EXIT,
-            "site_packages": _site_packages() if site_packages else [],
+            "site_packages": site_package_dirs() if site_packages else [],
             "serve": serve,
         }
         env = {

@@ -26,15 +26,16 @@ EXCEPTIONS = frozenset(
 )
 
 
-class ProgramExited(Exception):
+# BaseException, so that a test's own ``except Exception`` around a call cannot swallow them
+class ProgramExited(BaseException):
     """The candidate's process ended (exited, crashed or was killed) before the tests did."""
 
 
-class NotByValue(Exception):
+class NotByValue(BaseException):
     """The tests cannot call the candidate by value (see the module docstring)."""
 
 
-class Unencodable(Exception):
+class Unencodable(BaseException):
     """The candidate returned something outside the literal-only encoding."""
 
 
@@ -144,6 +145,7 @@ def main() -> None:  # pragma: no cover - runs in the trusted interpreter
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_CPU, (cfg["cpu"], cfg["cpu"] + 1))
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
+    sys.path.extend(cfg["site_packages"])  # the tests may import what the program may
     verdict = _verdict(cfg)
     os.write(cfg["verdict_fd"], (json.dumps(verdict) + "\n").encode())
     os._exit(0)

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .sandbox import SandboxResult, run_program, start_program
+from .sandbox import SandboxResult, run_program, site_package_dirs, start_program
 
 __all__ = ["MESSAGE_LIMIT", "build_program", "check_program", "scrub", "weak_problems"]
 
@@ -252,6 +252,7 @@ def check_program(
                 "verdict_fd": ver_w,
                 "memory": (2 * int(memory_mb)) << 20,
                 "cpu": int(math.ceil(timeout) + 1),
+                "site_packages": site_package_dirs(),
             }
             trusted = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-B", "-c", _trusted(), json.dumps(cfg)],

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import textwrap
 
+import torch
+
 TOY = {
     "task_id": "Toy/0",
     "prompt": 'def add(a, b):\n    """Add two numbers."""\n',
@@ -239,3 +241,31 @@ return a + b
 def completion(body: str, **values: object) -> str:
     """``body`` with its placeholders filled, indented as the body of ``add``."""
     return textwrap.indent(body.format(**values), "    ")
+
+
+class FakeTokenizer:
+    """Token 0 is the prompt, token k the k-th completion (no EOS)."""
+
+    eos_token_id = None
+
+    def __init__(self, prompt: str, completions: list[str]) -> None:
+        self.table = [prompt, *completions]
+
+    def encode(self, text: str) -> list[int]:
+        assert text == self.table[0]
+        return [0]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.table[i] for i in ids)
+
+
+class FakeModel(torch.nn.Module):
+    """'Samples' the completions in order, one new token each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def generate(self, x, max_new_tokens, **_kwargs):
+        new = torch.arange(1, x.shape[0] + 1).unsqueeze(1)
+        return torch.cat([x, new], dim=1)

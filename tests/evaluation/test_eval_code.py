@@ -100,8 +100,19 @@ def _timed_check(pairs):
     return results, time.perf_counter() - t0
 
 
+def test_humaneval_sample_under_the_trusted_verdict(humaneval):
+    # the default suite's quick check: every 10th problem, canonical and bare
+    some = humaneval[::10]
+    results = check_completions([(p, p["canonical_solution"]) for p in some], workers=2)
+    assert [r["passed"] for r in results] == [True] * len(some)
+    assert {r["verdict"] for r in results} == {"trusted"}
+    bare = check_completions([(p, "") for p in some], workers=2)
+    assert not any(r["passed"] for r in bare)
+
+
+@pytest.mark.slow  # ~15 s
 def test_humaneval_canonical_solutions_all_pass(humaneval):
-    # measured on a shared 2-core machine: ~11-15 s for the 164 programs
+    # measured on a shared 2-core machine: ~14-21 s for the 164 checks (bubblewrap + trusted)
     results, seconds = _timed_check([(p, p["canonical_solution"]) for p in humaneval])
     failed = [
         (p["task_id"], r["result"])
@@ -152,6 +163,7 @@ def test_humaneval_overhead_of_the_isolation_and_trusted_verdict(humaneval):
     assert ratio <= 2.0
 
 
+@pytest.mark.slow  # ~15 s
 def test_humaneval_bare_prompts_all_fail(humaneval):
     results, seconds = _timed_check([(p, "") for p in humaneval])
     assert sum(r["passed"] for r in results) == 0

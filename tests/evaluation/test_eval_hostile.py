@@ -22,13 +22,19 @@ import uuid
 from pathlib import Path
 
 import pytest
-import torch
 
 from complexformer.evaluation import verdict
 from complexformer.evaluation.code import CodeSuiteConfig, run_code_suite
 from complexformer.evaluation.isolation import remove_cgroup
 from complexformer.evaluation.sandbox import run_program, sandbox_capabilities
-from tests.evaluation.hostile_testlib import ESCAPES, LONG_ATEXIT, TOY, completion
+from tests.evaluation.hostile_testlib import (
+    ESCAPES,
+    LONG_ATEXIT,
+    TOY,
+    FakeModel,
+    FakeTokenizer,
+    completion,
+)
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not sandbox_capabilities()["bwrap"],
@@ -131,34 +137,6 @@ def _assert_contained(world) -> None:
     assert os.listdir(world["tmp"]) == []  # the sandboxes' own files are gone
 
 
-class _Tokenizer:
-    """Token 0 is the prompt, token k the k-th completion (no EOS)."""
-
-    eos_token_id = None
-
-    def __init__(self, prompt: str, completions: list[str]) -> None:
-        self.table = [prompt, *completions]
-
-    def encode(self, text: str) -> list[int]:
-        assert text == self.table[0]
-        return [0]
-
-    def decode(self, ids: list[int]) -> str:
-        return "".join(self.table[i] for i in ids)
-
-
-class _Model(torch.nn.Module):
-    """'Samples' the completions in order, one new token each."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.zeros(1))
-
-    def generate(self, x, max_new_tokens, **_kwargs):
-        new = torch.arange(1, x.shape[0] + 1).unsqueeze(1)
-        return torch.cat([x, new], dim=1)
-
-
 def test_hostile_completions_are_contained(world, tmp_path):
     names = list(ESCAPES) + ["long-atexit"]
     comps = [completion(ESCAPES[n], **world) for n in ESCAPES] + [completion(LONG_ATEXIT)]
@@ -174,7 +152,7 @@ def test_hostile_completions_are_contained(world, tmp_path):
         progress=False,
     )
     out = tmp_path / "report"
-    payload = run_code_suite(_Model(), _Tokenizer(TOY["prompt"], comps), cfg, out)
+    payload = run_code_suite(FakeModel(), FakeTokenizer(TOY["prompt"], comps), cfg, out)
     samples = payload["problems"][0]["samples"]
     assert [s["completion"] for s in samples] == comps
     got = {n: s for n, s in zip(names, samples, strict=True)}
