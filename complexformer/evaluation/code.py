@@ -35,7 +35,7 @@ from .._atomic import atomic_write_text
 from .._optional import require
 from .._report import markdown_table, write_report
 from .passk import DEFAULT_KS, mean_pass_at_k, pass_at_k
-from .sandbox import sandbox_capabilities
+from .sandbox import SandboxUnavailableError, sandbox_capabilities
 from .verdict import check_program
 
 __all__ = [
@@ -494,13 +494,13 @@ def _isolation(unsafe: bool) -> tuple[str, str | None]:
     """The sandbox isolation the suite uses, and a warning to print (or None).
 
     Raises:
-        RuntimeError: bubblewrap does not work here and ``unsafe`` is False.
+        SandboxUnavailableError: bubblewrap does not work here and ``unsafe`` is False.
     """
     caps = sandbox_capabilities()
     if caps["bwrap"]:
         return "bwrap", None
     if not unsafe:
-        raise RuntimeError(
+        raise SandboxUnavailableError(
             "the code suite runs model-written programs and needs operating-system isolation "
             "(bubblewrap), which does not work here: install it with scripts/ensure-bwrap.sh "
             "(or apt-get install bubblewrap) and allow user namespaces, or pass "
@@ -554,6 +554,8 @@ def run_code_suite(
     Raises:
         ValueError: a bad config value (named), an unknown problem source, or
             ``max_new_tokens`` leaving no room for a prompt under ``learned`` positions.
+        SandboxUnavailableError: bubblewrap does not work here and
+            ``config.unsafe_python_guard_only`` is False (an ``OSError``).
     """
     config = config or CodeSuiteConfig()
     config.validate()

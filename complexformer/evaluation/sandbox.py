@@ -70,6 +70,7 @@ from .isolation import (
 
 __all__ = [
     "RunningProgram",
+    "SandboxUnavailableError",
     "SandboxResult",
     "find_sandbox_processes",
     "run_program",
@@ -84,6 +85,10 @@ _SETUP_EXIT = 98  # the child could not set up the sandbox (limits, cgroup)
 _STATUSES = ("passed", "failed", "timeout", "memory", "error")
 _counter = itertools.count()
 _CHILD_FILES = ("literal.py", "sandbox_child.py")
+
+
+class SandboxUnavailableError(OSError):
+    """The operating-system isolation that was asked for does not work on this machine."""
 
 
 @dataclass(frozen=True)
@@ -406,7 +411,7 @@ def run_program(
 
     Raises:
         ValueError: a non-positive limit, or an unknown ``isolation``.
-        RuntimeError: ``isolation="bwrap"`` where bubblewrap does not work.
+        SandboxUnavailableError: ``isolation="bwrap"`` where bubblewrap does not work.
         OSError: not a POSIX system (the limits need the ``resource`` module).
     """
     _check_positive("output_limit", output_limit)
@@ -476,7 +481,7 @@ def _resolve_caps(isolation: str) -> dict[str, Any]:
     if isolation not in ("auto", "bwrap", "none"):
         raise ValueError(f"isolation must be 'auto', 'bwrap' or 'none', got {isolation!r}")
     if isolation == "bwrap" and not caps["bwrap"]:
-        raise RuntimeError(
+        raise SandboxUnavailableError(
             "isolation='bwrap' but bubblewrap does not work here: install it "
             "(scripts/ensure-bwrap.sh, or apt-get install bubblewrap) and make sure user "
             "namespaces are allowed"

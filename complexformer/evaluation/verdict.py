@@ -163,6 +163,8 @@ def _read_verdict(fd: int, proc: subprocess.Popen, deadline: float) -> dict[str,
 
 
 def _kill(proc: subprocess.Popen) -> None:
+    if proc.returncode is not None:  # reaped: its pid may belong to another process now
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -239,6 +241,9 @@ def check_program(
             stdin=req_r,
             pass_fds=(resp_w,),
         )
+        if run.error is not None:
+            run.close()
+            return {"passed": False, "result": f"error: {scrub(run.error)}", "verdict": "trusted"}
         try:
             for fd in (req_r, resp_w):
                 os.close(fd)
@@ -274,7 +279,7 @@ def check_program(
         # the program sees end of file on its requests and exits; a short grace, then kill
         res = run.finish(min(timeout, time.monotonic() - t0 + 0.2))
     finally:
-        if trusted is not None and trusted.returncode is None:
+        if trusted is not None:
             _kill(trusted)
         for fd in ends:
             os.close(fd)

@@ -154,7 +154,7 @@ def test_suite_refuses_to_run_without_os_isolation(tmp_path, monkeypatch):
     no_bwrap.update(bwrap=None, isolation="none", uid=caps["euid"])
     no_bwrap["namespaces"] = caps["unshare_namespaces"]
     monkeypatch.setattr(sandbox, "_caps", no_bwrap)
-    with pytest.raises(RuntimeError, match="--unsafe-python-guard-only"):
+    with pytest.raises(sandbox.SandboxUnavailableError, match="--unsafe-python-guard-only"):
         _suite(tmp_path)
     messages = []
     payload = run_code_suite(
