@@ -1,13 +1,15 @@
 """Operating-system isolation for the sandbox: bubblewrap, ``unshare`` and ``pids`` cgroups.
 
 :func:`bwrap_command` builds the command line that runs the sandboxed interpreter under
-bubblewrap (``bwrap``, the unprivileged sandboxing tool of the Flatpak project) as an
-unprivileged user in new user (or, as root, a privileged bwrap that drops to uid 65534 with
-``setpriv`` from util-linux), mount, PID, network, IPC and UTS namespaces, on a file system
-that holds only: the shared-library directories (``/lib*``, ``/usr/lib*``), the interpreter
-and its standard library, the site-packages directories the program may import, the program
-file (read-only), a private size-limited ``tmpfs`` working directory and a fresh ``/proc`` and
-``/dev``. No home directory, no ``/etc``, no project tree, no host processes, no network.
+bubblewrap (``bwrap``, the unprivileged sandboxing tool of the Flatpak project) as uid 65534
+in new user, mount, PID, network, IPC and UTS namespaces (as root: a privileged bwrap builds
+the file system, ``setpriv`` from util-linux drops to uid 65534, and an inner unprivileged
+bwrap adds the user namespace), on a file system that holds only: the shared-library
+directories (``/lib*``, ``/usr/lib*``), the interpreter and its standard library, the
+site-packages directories the program may import, the program file (read-only), a private
+size-limited ``tmpfs`` working directory and a fresh ``/proc`` and ``/dev`` (as root also
+bwrap, setpriv and a 1 MiB ``/tmp`` the inner bwrap needs). No home directory, no ``/etc``,
+no project tree, no host processes, no network.
 ``--die-with-parent`` kills the sandbox when the evaluating process dies.
 
 The probes (:func:`probe_bwrap`, :func:`probe_unshare`, :func:`cgroup_parent`) run a trivial
@@ -27,6 +29,7 @@ import time
 import uuid
 
 __all__ = [
+    "BWRAP_PROCESSES",
     "SANDBOX_GID",
     "SANDBOX_UID",
     "WORK_DIR",
@@ -138,15 +141,25 @@ def bwrap_command(
     cmd += ["--proc", "/proc", "--dev", "/dev"]
     cmd += ["--perms", "1777", "--size", str(work_size), "--tmpfs", WORK_DIR]
     cmd += ["--ro-bind", program, PROGRAM_PATH, "--chdir", WORK_DIR]
-    if root:  # as root, bwrap keeps only these two capabilities, setpriv drops them and uid 0
+    if root:
+        # As root, bwrap runs privileged (it can bind paths under /root, which uid 65534
+        # could not reach) and keeps only CAP_SETUID/CAP_SETGID; setpriv drops to uid 65534
+        # with no capabilities and no_new_privs; then an unprivileged inner bwrap, as that
+        # uid, adds the user namespace (only 65534 mapped) over the same file system.
         setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        cmd += ["--ro-bind", setpriv, "/sandbox/setpriv", "--", "/sandbox/setpriv"]
+        cmd += ["--ro-bind", bwrap, "/sandbox/bwrap", "--ro-bind", setpriv, "/sandbox/setpriv"]
+        cmd += ["--perms", "1777", "--size", str(1 << 20), "--tmpfs", "/tmp"]
+        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", "/sandbox/setpriv"]
         cmd += [f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups"]
-        cmd += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
-    else:
-        cmd += ["--"]
-    return cmd + [interpreter()]
+        cmd += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "/sandbox/bwrap"]
+        cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID)]
+        cmd += ["--bind", "/", "/", "--dev", "/dev", "--chdir", WORK_DIR, "--die-with-parent"]
+    return cmd + ["--", interpreter()]
+
+
+#: bwrap's own processes in the sandbox's process count: the outer one and the PID
+#: namespace's init, and as root the inner (unprivileged) one
+BWRAP_PROCESSES = 3 if os.name == "posix" and os.geteuid() == 0 else 2
 
 
 def _probe(cmd: list[str], env: dict[str, str] | None = None) -> bool:
@@ -167,7 +180,8 @@ def _probe(cmd: list[str], env: dict[str, str] | None = None) -> bool:
 
 def probe_bwrap(site_dirs: list[str]) -> str | None:
     """The path of a ``bwrap`` that runs this Python in :func:`bwrap_command`'s sandbox as
-    uid 65534, or None (not installed, no ``setpriv`` as root, or namespaces refused)."""
+    uid 65534 in its own user namespace, or None (not installed, no ``setpriv`` as root, or
+    namespaces refused)."""
     exe = shutil.which("bwrap")
     if exe is None or not sys.platform.startswith("linux"):
         return None
@@ -178,7 +192,10 @@ def probe_bwrap(site_dirs: list[str]) -> str | None:
         with open(program, "w") as f:
             f.write("")
         os.chmod(program, 0o644)
-        code = f"import os, sys; sys.exit(os.getuid() != {SANDBOX_UID})"
+        code = (
+            "import os, sys; m = open('/proc/self/uid_map').read().split(); "
+            f"sys.exit(os.getuid() != {SANDBOX_UID} or m[0] != '{SANDBOX_UID}' or m[2] != '1')"
+        )
         cmd = bwrap_command(exe, program, {"PATH": os.defpath}, site_dirs, 1 << 20)
         if _probe([*cmd, "-I", "-S", "-c", code], env={"PATH": os.defpath}):
             return exe

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from .isolation import (
+    BWRAP_PROCESSES,
     PROGRAM_PATH,
     SANDBOX_UID,
     WORK_DIR,
@@ -162,14 +163,12 @@ def sandbox_capabilities() -> dict[str, Any]:
             root = posix and os.geteuid() == 0
             if cgroup is not None:
                 plimit = "cgroup"
-            elif bwrap is not None and not root:
+            elif bwrap is not None:
                 plimit = "rlimit"  # bwrap's user namespace counts its own processes
-            elif bwrap is not None or (not root and "user" not in spaces):
-                plimit = "rlimit-approximate"
             elif root:
                 plimit = "none"
             else:
-                plimit = "rlimit"
+                plimit = "rlimit" if "user" in spaces else "rlimit-approximate"
             _caps = {
                 "platform": sys.platform,
                 "bwrap": bwrap,
@@ -191,8 +190,8 @@ def sandbox_capabilities() -> dict[str, Any]:
 
 
 def _namespaces(caps: dict[str, Any]) -> list[str]:
-    if caps.get("bwrap"):  # as root: a privileged bwrap, uid 65534 through setpriv
-        return (["user"] if caps["euid"] != 0 else []) + ["mount", "pid", "net", "ipc", "uts"]
+    if caps.get("bwrap"):
+        return ["user", "mount", "pid", "net", "ipc", "uts"]
     return list(caps["namespaces"])
 
 
@@ -550,8 +549,7 @@ def start_program(
         if caps["process_limit"] == "rlimit":
             nproc = max_processes + 1  # unshare / bwrap is counted in the new namespace too
         elif caps["process_limit"] == "rlimit-approximate":
-            uid = SANDBOX_UID if bwrap else os.getuid()
-            nproc = _user_task_count(uid) + max_processes + (2 if bwrap else 0)
+            nproc = _user_task_count(os.getuid()) + max_processes
         else:
             nproc = None
         if caps["cgroup"] is not None:
@@ -559,7 +557,7 @@ def start_program(
             try:
                 os.mkdir(run.cgroup)
                 with open(os.path.join(run.cgroup, "pids.max"), "w") as f:
-                    f.write(str(max_processes + (2 if bwrap else 0)))  # + bwrap's two
+                    f.write(str(max_processes + (BWRAP_PROCESSES if bwrap else 0)))
             except OSError as e:
                 run.error = f"sandbox: cgroup setup failed: {e}"
                 return run

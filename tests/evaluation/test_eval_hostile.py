@@ -189,9 +189,9 @@ T = {outside!r}
 def attempt(name, f):
     try:
         r = f()
-        print("DONE", name, repr(r)[:200])
+        print("DONE", name, repr(r)[:200], flush=True)
     except BaseException as e:
-        print("BLOCKED", name, type(e).__name__)
+        print("BLOCKED", name, type(e).__name__, flush=True)
 def read(p):
     return open(p).read()
 def walk():
@@ -216,11 +216,11 @@ attempt("environ", walk)
 attempt("ipv4", lambda: socket.create_connection(("127.0.0.1", {port4}), timeout=1))
 attempt("ipv6", lambda: socket.create_connection(("::1", {port6}), timeout=1))
 attempt("unix", lambda: socket.socket(socket.AF_UNIX).connect({unix_path!r}))
-attempt("kill-parent", lambda: os.kill(os.getppid(), signal.SIGKILL))
+print("uid", os.getuid(), "root", sorted(os.listdir("/")), flush=True)
+# last: these may end the program itself (its parent in the sandbox is bwrap, same uid)
 attempt("killpg", lambda: os.killpg(os.getpgid(0), signal.SIGKILL))
-print("uid", os.getuid(), "root", sorted(os.listdir("/")))
-sys.stdout.flush()
-os.kill(-1, signal.SIGKILL)
+attempt("kill-all", lambda: os.kill(-1, signal.SIGKILL))
+attempt("kill-parent", lambda: os.kill(os.getppid(), signal.SIGKILL))
 """
 
 
@@ -229,9 +229,10 @@ def test_os_layers_alone_contain_the_escapes(world):
     r = run_program(OS_LAYER.format(**world), guard=False, isolation="bwrap", timeout=5.0)
     lines = r.stdout.splitlines()
     done = [ln for ln in lines if ln.startswith("DONE")]
-    # only its own environment (the sandbox's) was readable; everything else failed
-    assert [ln.split()[1] for ln in done] == ["environ"], r
-    assert sum(ln.startswith("BLOCKED") for ln in lines) == 14, r
+    # only its own environment (the sandbox's) was readable; everything else failed (the
+    # kills can only reach the sandbox's own processes, and may end the program itself)
+    assert [ln.split()[1] for ln in done if "kill" not in ln] == ["environ"], r
+    assert sum(ln.startswith("BLOCKED") for ln in lines if "kill" not in ln) == 12, r
     assert any(ln.startswith("uid 65534 root") for ln in lines), r
     assert "'home'" not in r.stdout and "'etc'" not in r.stdout
     assert _leaks(r.stdout + r.stderr) == []
