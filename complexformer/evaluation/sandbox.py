@@ -547,7 +547,9 @@ def start_program(
             f.write(source)
         os.chmod(program, 0o644)  # read by uid 65534 through a read-only bind
         if caps["process_limit"] == "rlimit":
-            nproc = max_processes + 1  # unshare / bwrap is counted in the new namespace too
+            # counted in the new user namespace too: unshare, or bwrap's init when not root
+            # (as root the inner bwrap stays outside it)
+            nproc = max_processes + (0 if bwrap and os.geteuid() == 0 else 1)
         elif caps["process_limit"] == "rlimit-approximate":
             nproc = _user_task_count(os.getuid()) + max_processes
         else:
