@@ -3,9 +3,12 @@
 The protocol of Chen et al., "Evaluating Large Language Models Trained on Code" (2021,
 HumanEval): for each problem the model continues the prompt (a signature and docstring) n
 times by nucleus sampling (Holtzman et al., "The Curious Case of Neural Text Degeneration",
-ICLR 2020); each completion is cut at the first stop sequence, appended to the prompt,
-followed by the problem's unit tests and ``check(entry_point)``, and run in the sandbox of
-:mod:`.sandbox`; pass@k is the unbiased estimator of :mod:`.passk`, averaged over problems.
+ICLR 2020); each completion is cut at the first stop sequence, appended to the prompt and
+run in the sandbox of :mod:`.sandbox` (bubblewrap, :mod:`.isolation`), while the problem's
+unit tests and ``check(entry_point)`` run in a trusted process that calls it by value
+(:mod:`.verdict`), so the completion cannot forge its pass; pass@k is the unbiased estimator
+of :mod:`.passk`, averaged over problems. The suite refuses to run without bubblewrap unless
+``unsafe_python_guard_only`` is set.
 MBPP (Austin et al., "Program Synthesis with Large Language Models", 2021) is converted to the
 same problem format: the description and the first test as a docstring, all three tests in
 ``check``.
