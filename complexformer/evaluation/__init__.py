@@ -2,8 +2,9 @@
 
 * :mod:`.text` - generation quality: gen-PPL under an evaluator LM (:mod:`.genppl`), Dist-1/2
   and Rep-4 (:mod:`.text_metrics`);
-* :mod:`.code` - pass@k (:mod:`.passk`) of sampled programs checked in a sandboxed subprocess
-  (:mod:`.sandbox`); ``check_correctness(problem, completion, timeout)``;
+* :mod:`.code` - pass@k (:mod:`.passk`) of sampled programs run in a sandbox (:mod:`.sandbox`,
+  bubblewrap through :mod:`.isolation`) and judged by a trusted checker (:mod:`.verdict`);
+  ``check_correctness(problem, completion, timeout)``;
 * :mod:`.math` - GSM8K / MATH final-answer extraction, normalisation and accuracy;
 * :mod:`.extrapolation` - perplexity against context length for several runs;
 * :mod:`.heads` - CMHA's δ and b per head, semantic vs positional share, attention maps.

@@ -126,7 +126,8 @@ def _code(args, run) -> dict[str, Any]:
                 "seed": "seed",
                 "batch_size": "batch_size",
             },
-        )
+        ),
+        unsafe_python_guard_only=getattr(args, "unsafe_python_guard_only", False),
     )
     return run_code_suite(run.model, run.tokenizer, cfg, _out_dir(args, run), log=print)
 
@@ -303,6 +304,12 @@ def add_evaluate_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--k", default=None, help="pass@k values, e.g. 1,10,100 (k <= n)")
     g.add_argument("--timeout", type=float, default=None, help="seconds per program (3.0)")
     g.add_argument("--workers", type=int, default=None, help="parallel sandboxes (default 2)")
+    g.add_argument(
+        "--unsafe-python-guard-only",
+        action="store_true",
+        help="run completions even without bubblewrap, behind the Python guard alone (unsafe: "
+        "a hostile completion can escape it; printed and recorded in the report)",
+    )
     g.add_argument(
         "--max-problems", type=int, default=None, help="use the first N problems (code, math)"
     )

