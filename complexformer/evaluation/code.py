@@ -30,17 +30,20 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tqdm.auto import tqdm
 
 from .._atomic import atomic_write_text
 from .._config import ConfigBase
 from .._optional import require
-from .._report import markdown_table, write_report
+from .._report import markdown_table
 from ..attention.registry import scheme_max_length
 from .passk import DEFAULT_KS, mean_pass_at_k, pass_at_k
 from .sandbox import SandboxUnavailableError, sandbox_capabilities
+from .suite import EvalRun, Suite, model_info, register_suite
 from .verdict import build_program as single_program
 from .verdict import check_program
 
@@ -153,7 +156,6 @@ def check_completions(
     pairs = list(pairs)
     for problem, _ in pairs:
         _check_problem(problem)
-    from tqdm.auto import tqdm
 
     results: list[dict[str, Any] | None] = [None] * len(pairs)
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -558,131 +560,155 @@ def run_code_suite(
         SandboxUnavailableError: bubblewrap does not work here and
             ``config.unsafe_python_guard_only`` is False (an ``OSError``).
     """
-    config = config or CodeSuiteConfig()
-    config.validate()
-    say = log or (lambda _msg: None)
-    cfg = getattr(model, "config", None)
-    limit = scheme_max_length(cfg)
-    if limit is not None and config.max_new_tokens >= limit:
-        raise ValueError(
-            f"max_new_tokens={config.max_new_tokens} leaves no room for a prompt within "
-            f"max_seq_len={limit}, the limit of pos_scheme {cfg.pos_scheme!r}; use at most "
-            f"{limit - 1}"
-        )
-    ks = config.used_ks()
-    notes = []
-    dropped = sorted({k for k in config.ks if k > config.num_samples})
-    if dropped:
-        notes.append(
-            f"pass@k for k = {', '.join(map(str, dropped))} not reported: it needs "
-            f"num_samples >= k (n = {config.num_samples})"
-        )
-    isolation, warning = _isolation(config.unsafe_python_guard_only)
-    if warning:
-        say(warning)
-        notes.append(warning)
-    problems = load_problems(config.problems, config.max_problems, config.mbpp_split)
-    say(f"code: {len(problems)} problems from {config.problems}, n = {config.num_samples}")
-    from tqdm.auto import tqdm
+    return CodeSuite(config, log).run(EvalRun(model, tokenizer), out_dir)
 
-    t0 = time.perf_counter()
-    records: list[dict[str, Any]] = []
-    pending: list[tuple[dict[str, Any], list[Future]]] = []
-    sample_s = 0.0
-    with ThreadPoolExecutor(max_workers=config.workers) as pool:
-        for problem in tqdm(problems, desc="code: sample", disable=not config.progress):
-            ids, note = _prompt_ids(model, tokenizer, problem, config)
-            rec: dict[str, Any] = {
-                "task_id": problem["task_id"],
-                "prompt_tokens": len(ids),
-                "note": note,
-            }
-            if note is not None and note.startswith("skipped"):
-                rec.update(n=0, correct=0, samples=[])
-                records.append(rec)
-                continue
-            stops = problem.get("stop_sequences") or STOP_SEQUENCES
-            ts = time.perf_counter()
-            completions = _sample(model, tokenizer, problem["task_id"], ids, stops, config)
-            sample_s += time.perf_counter() - ts
-            futures = [
-                pool.submit(_run_check, problem, c, config.timeout, config.memory_mb, isolation)
-                for c in completions
-            ]
-            rec["samples"] = [{"completion": c} for c in completions]
-            records.append(rec)
-            pending.append((rec, futures))
-        total = sum(len(f) for _, f in pending)
-        with tqdm(total=total, desc="code: check", disable=not config.progress) as bar:
-            for rec, futures in pending:
-                for sample, fut in zip(rec["samples"], futures, strict=True):
-                    sample.update(fut.result())
-                    bar.update(1)
-    total_s = time.perf_counter() - t0
 
-    outcomes: Counter[str] = Counter()
-    evaluated = []
-    for rec in records:
-        if not rec["samples"]:
-            continue
-        n = len(rec["samples"])
-        c = sum(s["passed"] for s in rec["samples"])
-        rec.update(n=n, correct=c)
-        rec.update({f"pass@{k}": pass_at_k(n, c, k) for k in ks})
-        outcomes.update(_outcome(s["result"]) for s in rec["samples"])
-        evaluated.append((n, c))
-    skipped = len(records) - len(evaluated)
-    if skipped:
-        notes.append(f"{skipped} problem(s) skipped (see their notes)")
-    truncated = sum(1 for r in records if (r["note"] or "").startswith("prompt left-truncated"))
-    if truncated:
-        notes.append(f"{truncated} prompt(s) left-truncated to fit max_seq_len")
-    metrics: dict[str, Any] = {f"pass@{k}": math.nan for k in ks}
-    metrics.update(mean_pass_at_k(evaluated, ks))
-    metrics.update(
-        num_problems=len(evaluated),
-        skipped=skipped,
-        passed_samples=sum(c for _, c in evaluated),
-        total_samples=sum(n for n, _ in evaluated),
-        outcomes=dict(outcomes),
-    )
-    caps = sandbox_capabilities()
-    payload: dict[str, Any] = {
-        "suite": "code",
-        "config": asdict(config),
-        "model": {
-            "pos_scheme": getattr(cfg, "pos_scheme", None),
-            "max_seq_len": getattr(cfg, "max_seq_len", None),
-            "parameters": sum(p.numel() for p in model.parameters()),
-        },
-        "ks": list(ks),
-        "metrics": metrics,
-        "sandbox": {
-            "isolation": isolation if isolation == "bwrap" else "python-guard-only",
-            "unsafe_python_guard_only": config.unsafe_python_guard_only,
-            "layers": caps["layers"],
-            "uid": caps["uid"],
-            "weak_verdict_problems": sorted(
-                {r["task_id"] for r in records for s in r["samples"] if s["verdict"] == "weak"}
-            ),
-            "namespaces": caps["namespaces"],
-            "process_limit": caps["process_limit"],
-            "timeout_s": config.timeout,
-            "memory_mb": config.memory_mb,
-        },
-        "timing": {"sample_s": sample_s, "total_s": total_s},
-        "notes": notes,
-        "problems": records,
+@register_suite
+class CodeSuite(Suite):
+    """The code suite (see :func:`run_code_suite`)."""
+
+    name = "code"
+    config_class = CodeSuiteConfig
+    options = {
+        "problems": "problems",
+        "num_samples": "num_samples",
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "max_new_tokens": "max_new_tokens",
+        "max_problems": "max_problems",
+        "timeout": "timeout",
+        "workers": "workers",
+        "k": "ks",
+        "seed": "seed",
+        "batch_size": "batch_size",
+        "unsafe_python_guard_only": "unsafe_python_guard_only",
     }
-    if out_dir is not None:
-        write_report(out_dir, "code", payload, _markdown(payload))
-        lines = [json.dumps({"task_id": r["task_id"], **s}) for r in records for s in r["samples"]]
-        atomic_write_text(
-            Path(out_dir) / "code_samples.jsonl", "".join(line + "\n" for line in lines)
+
+    def load_data(self, run) -> list[dict[str, Any]]:
+        config = self.config
+        cfg = getattr(run.model, "config", None)
+        limit = scheme_max_length(cfg)
+        if limit is not None and config.max_new_tokens >= limit:
+            raise ValueError(
+                f"max_new_tokens={config.max_new_tokens} leaves no room for a prompt within "
+                f"max_seq_len={limit}, the limit of pos_scheme {cfg.pos_scheme!r}; use at "
+                f"most {limit - 1}"
+            )
+        return load_problems(config.problems, config.max_problems, config.mbpp_split)
+
+    def compute(self, run, problems) -> dict[str, Any]:
+        config, say = self.config, self.say
+        model, tokenizer = run.model, run.tokenizer
+        ks = config.used_ks()
+        notes = []
+        dropped = sorted({k for k in config.ks if k > config.num_samples})
+        if dropped:
+            notes.append(
+                f"pass@k for k = {', '.join(map(str, dropped))} not reported: it needs "
+                f"num_samples >= k (n = {config.num_samples})"
+            )
+        isolation, warning = _isolation(config.unsafe_python_guard_only)
+        if warning:
+            say(warning)
+            notes.append(warning)
+        say(f"code: {len(problems)} problems from {config.problems}, n = {config.num_samples}")
+        t0 = time.perf_counter()
+        records: list[dict[str, Any]] = []
+        pending: list[tuple[dict[str, Any], list[Future]]] = []
+        sample_s = 0.0
+        with ThreadPoolExecutor(max_workers=config.workers) as pool:
+            for problem in tqdm(problems, desc="code: sample", disable=not config.progress):
+                ids, note = _prompt_ids(model, tokenizer, problem, config)
+                rec: dict[str, Any] = {
+                    "task_id": problem["task_id"],
+                    "prompt_tokens": len(ids),
+                    "note": note,
+                }
+                if note is not None and note.startswith("skipped"):
+                    rec.update(n=0, correct=0, samples=[])
+                    records.append(rec)
+                    continue
+                stops = problem.get("stop_sequences") or STOP_SEQUENCES
+                ts = time.perf_counter()
+                completions = _sample(model, tokenizer, problem["task_id"], ids, stops, config)
+                sample_s += time.perf_counter() - ts
+                futures = [
+                    pool.submit(_run_check, problem, c, config.timeout, config.memory_mb, isolation)
+                    for c in completions
+                ]
+                rec["samples"] = [{"completion": c} for c in completions]
+                records.append(rec)
+                pending.append((rec, futures))
+            total = sum(len(f) for _, f in pending)
+            with tqdm(total=total, desc="code: check", disable=not config.progress) as bar:
+                for rec, futures in pending:
+                    for sample, fut in zip(rec["samples"], futures, strict=True):
+                        sample.update(fut.result())
+                        bar.update(1)
+        total_s = time.perf_counter() - t0
+
+        outcomes: Counter[str] = Counter()
+        evaluated = []
+        for rec in records:
+            if not rec["samples"]:
+                continue
+            n = len(rec["samples"])
+            c = sum(s["passed"] for s in rec["samples"])
+            rec.update(n=n, correct=c)
+            rec.update({f"pass@{k}": pass_at_k(n, c, k) for k in ks})
+            outcomes.update(_outcome(s["result"]) for s in rec["samples"])
+            evaluated.append((n, c))
+        skipped = len(records) - len(evaluated)
+        if skipped:
+            notes.append(f"{skipped} problem(s) skipped (see their notes)")
+        truncated = sum(1 for r in records if (r["note"] or "").startswith("prompt left-truncated"))
+        if truncated:
+            notes.append(f"{truncated} prompt(s) left-truncated to fit max_seq_len")
+        metrics: dict[str, Any] = {f"pass@{k}": math.nan for k in ks}
+        metrics.update(mean_pass_at_k(evaluated, ks))
+        metrics.update(
+            num_problems=len(evaluated),
+            skipped=skipped,
+            passed_samples=sum(c for _, c in evaluated),
+            total_samples=sum(n for n, _ in evaluated),
+            outcomes=dict(outcomes),
         )
-    say(
-        "code: "
-        + ", ".join(f"pass@{k} {_fmt(metrics[f'pass@{k}'])}" for k in ks)
-        + f" ({metrics['passed_samples']}/{metrics['total_samples']} samples passed)"
-    )
-    return payload
+        caps = sandbox_capabilities()
+        return {
+            "model": model_info(model),
+            "ks": list(ks),
+            "metrics": metrics,
+            "sandbox": {
+                "isolation": isolation if isolation == "bwrap" else "python-guard-only",
+                "unsafe_python_guard_only": config.unsafe_python_guard_only,
+                "layers": caps["layers"],
+                "uid": caps["uid"],
+                "weak_verdict_problems": sorted(
+                    {r["task_id"] for r in records for s in r["samples"] if s["verdict"] == "weak"}
+                ),
+                "namespaces": caps["namespaces"],
+                "process_limit": caps["process_limit"],
+                "timeout_s": config.timeout,
+                "memory_mb": config.memory_mb,
+            },
+            "timing": {"sample_s": sample_s, "total_s": total_s},
+            "notes": notes,
+            "problems": records,
+        }
+
+    def write_files(self, payload: dict[str, Any], out: Path) -> dict[str, str]:
+        records = payload["problems"]
+        lines = [json.dumps({"task_id": r["task_id"], **s}) for r in records for s in r["samples"]]
+        atomic_write_text(out / "code_samples.jsonl", "".join(line + "\n" for line in lines))
+        return {}
+
+    def markdown(self, payload: dict[str, Any]) -> str:
+        return _markdown(payload)
+
+    def summary(self, payload: dict[str, Any]) -> str:
+        metrics, ks = payload["metrics"], payload["ks"]
+        return (
+            "code: "
+            + ", ".join(f"pass@{k} {_fmt(metrics[f'pass@{k}'])}" for k in ks)
+            + f" ({metrics['passed_samples']}/{metrics['total_samples']} samples passed)"
+        )
