@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm.auto import tqdm
 
 from .._atomic import atomic_write_text
@@ -428,7 +429,6 @@ def _sample(
     stops: Sequence[str],
     config: CodeSuiteConfig,
 ) -> list[str]:
-    import torch
 
     device = next(model.parameters()).device
     eos = getattr(tokenizer, "eos_token_id", None)

@@ -47,6 +47,7 @@ import math
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -223,8 +224,6 @@ def site_package_dirs() -> list[str]:
     installs)."""
     global _site_dirs
     if _site_dirs is None:
-        import site
-
         dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
         _site_dirs = [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
     return list(_site_dirs)

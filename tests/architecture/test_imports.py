@@ -149,6 +149,14 @@ def test_no_cycles_between_modules():
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+#: Modules whose imports inside functions are part of their design, with the reason.
+IN_FUNCTION_BY_DESIGN = {
+    # shipped as source to the sandboxed interpreter: its imports run only after the resource
+    # limits and the guard are in place, and it cannot import complexformer
+    "complexformer.evaluation.sandbox_child",
+}
+
+
 def _is_cli(module: str) -> bool:
     return module.endswith((".cli", ".__main__")) or module == "complexformer"
 
@@ -156,7 +164,7 @@ def _is_cli(module: str) -> bool:
 def test_imports_inside_functions_only_for_optional_dependencies_and_cli():
     bad = []
     for module in MODULES:
-        if _is_cli(module):
+        if _is_cli(module) or module in IN_FUNCTION_BY_DESIGN:
             continue
         for node, _, top_level in _imports(module):
             if top_level:
