@@ -52,16 +52,21 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 from _common import ensure_repo_on_path  # noqa: E402
 
 ensure_repo_on_path()
-from complexformer.lora import ComplexLoRAConfig, trainable_parameter_counts  # noqa: E402
-from complexformer.models.cbert import complexify, find_minilm_dir, load_minilm  # noqa: E402
+from complexformer.cmplxbert import (  # noqa: E402  # noqa: E402
+    ComplexLoRAConfig,
+    complexify,
+    find_minilm_dir,
+    load_minilm,
+    trainable_parameter_counts,
+)
 
 SECTION = "cbert"
 DEFAULT_JSON = RESULTS_DIR / "cbert.json"
 TARGET_RATIO = 2.5
 SCORES = ("modulus", "real")
 SOURCES = [
-    "complexformer/models/cbert.py",
-    "complexformer/lora/layers.py",
+    "complexformer/cmplxbert/modeling.py",
+    "complexformer/cmplxbert/layers.py",
     "complexformer/nn/functional.py",
     "benchmarks/cbert.py",
 ]

@@ -11,17 +11,15 @@ from tests.cmplxbert.lora_testlib import batch, char_mlm_batch, tiny_model
 
 pytest.importorskip("transformers")
 
-from complexformer.lora import (  # noqa: E402
-    ComplexLoRAConfig,
-    merge_adapters,
-    trainable_parameter_counts,
-    unmerge_adapters,
-)
-from complexformer.models.cbert import (  # noqa: E402
+from complexformer.cmplxbert import (  # noqa: E402  # noqa: E402
     CmplxBert,
+    ComplexLoRAConfig,
     complexify,
     find_minilm_dir,
     load_minilm,
+    merge_adapters,
+    trainable_parameter_counts,
+    unmerge_adapters,
 )
 from complexformer.nn import LayerNorm  # noqa: E402
 

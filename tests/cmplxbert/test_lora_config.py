@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from complexformer.lora import DEFAULT_TARGET_MODULES, ComplexLoRAConfig
+from complexformer.cmplxbert import DEFAULT_TARGET_MODULES, ComplexLoRAConfig
 
 
 def test_lora_config_json_round_trip(tmp_path):

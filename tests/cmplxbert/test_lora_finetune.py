@@ -12,9 +12,9 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from complexformer.lora.finetune import FinetuneConfig, build_classifier, finetune
-from complexformer.lora.metrics import classification_metrics, macro_f1, mean_std
-from complexformer.lora.real import RealLoRALinear, add_real_lora
+from complexformer.cmplxbert.finetune import FinetuneConfig, build_classifier, finetune
+from complexformer.cmplxbert.metrics import classification_metrics, macro_f1, mean_std
+from complexformer.cmplxbert.real import RealLoRALinear, add_real_lora
 from tests.cmplxbert.lora_testlib import save_tiny_bert_dir
 
 pytest.importorskip("transformers")

@@ -13,15 +13,15 @@ from tests.cmplxbert.lora_testlib import batch, tiny_model
 
 pytest.importorskip("transformers")
 
-from complexformer.lora import (  # noqa: E402
+from complexformer.cmplxbert import (  # noqa: E402
     ComplexLoRALinear,
     adapter_state_dict,
+    complexify,  # noqa: E402
     load_adapters,
     merge_adapters,
     print_trainable_parameters,
     save_adapters,
 )
-from complexformer.models.cbert import complexify  # noqa: E402
 
 
 def _perturb(model, seed=0):

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from complexformer.lora import (
+from complexformer.cmplxbert import (
     ComplexLoRAEmbedding,
     ComplexLoRALinear,
     merge_adapters,

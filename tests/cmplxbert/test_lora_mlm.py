@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from complexformer.lora import ComplexLoRAConfig
-from complexformer.lora.mlm import MLMTask, mask_tokens, masking_generator
-from complexformer.lora.pretrained import is_cmplxbert_dir, load_cmplxbert
+from complexformer.cmplxbert import ComplexLoRAConfig
+from complexformer.cmplxbert.loading import is_cmplxbert_dir, load_cmplxbert
+from complexformer.cmplxbert.mlm import MLMTask, mask_tokens, masking_generator
 from complexformer.training import TrainConfig, train_task
 from tests.cmplxbert.lora_testlib import save_tiny_bert_dir, write_docstring_corpus
 

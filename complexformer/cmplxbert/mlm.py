@@ -10,6 +10,7 @@ brings checkpoints, exact resume, progress, metrics and torchrun.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,13 +19,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..data import EvalBlocks, Tokenizer, load_corpus, load_token_splits
-from ..training.checkpoint import atomic_write_text
-from ..training.dist import all_reduce_sum, rank0_first
-from ..training.task import StepLoss, TrainTask
+from complexformer._atomic import atomic_write_text
+from complexformer._optional import require
+from complexformer.data import EvalBlocks, Tokenizer, load_corpus, load_token_splits
+from complexformer.training.dist import all_reduce_sum, rank0_first
+from complexformer.training.task import StepLoss, TrainTask
+
+from .complexify import complexify
 from .config import ComplexLoRAConfig
 from .io import trainable_parameter_counts
-from .pretrained import load_hf_bert, resolve_base, save_cmplxbert
+from .loading import load_hf_bert, resolve_base, save_cmplxbert
 
 __all__ = ["MLMTask", "mask_tokens", "masking_generator"]
 
@@ -194,8 +198,6 @@ class MLMTask(TrainTask):
         }
 
     def build_model(self) -> nn.Module:
-        from ..models.cbert import complexify
-
         hf, new_head = load_hf_bert(self.base_path, "mlm")
         limit = hf.config.max_position_embeddings
         if self.max_len > limit:
@@ -218,8 +220,6 @@ class MLMTask(TrainTask):
         )
 
     def write_run_files(self, out: Path, fresh: bool) -> None:
-        import json
-
         atomic_write_text(out / "config.json", json.dumps(self.config_dict(), indent=2) + "\n")
 
     # -- loss and evaluation ---------------------------------------------------------------
@@ -296,8 +296,6 @@ def mlm_loss(
 def _bert_tokenizer(path: str) -> Tokenizer:
     """The base's Hugging Face tokenizer, with ``[SEP]`` (its sep_token) as the separator
     appended after every document of the packed corpus."""
-    from .._optional import require
-
     transformers = require("transformers", "hf", "MLM pre-training")
     kw = {"local_files_only": True} if Path(path).exists() else {}
     hf = transformers.AutoTokenizer.from_pretrained(path, **kw)

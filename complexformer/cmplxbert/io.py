@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from .._atomic import atomic_output, atomic_write_text
+from complexformer._atomic import atomic_output, atomic_write_text
+
 from .config import ComplexLoRAConfig
 from .layers import complex_lora_layers
 
@@ -31,7 +33,6 @@ __all__ = [
     "ADAPTER_WEIGHTS_NAME",
     "LoadResult",
     "adapter_state_dict",
-    "atomic_write_text",
     "load_adapters",
     "print_trainable_parameters",
     "save_adapters",
@@ -78,7 +79,7 @@ def save_adapters(
     """Write the adapter state and config of ``model`` into ``directory``.
 
     Args:
-        model: a complexified model (:func:`complexformer.models.cbert.complexify`) or any
+        model: a complexified model (:func:`complexformer.cmplxbert.complexify`) or any
             module containing :class:`ComplexLoRALinear` / :class:`ComplexLoRAEmbedding`.
         directory: created if missing; existing adapter files are replaced atomically.
         config: the config to record (default: ``model.lora_config``, else inferred).
@@ -86,8 +87,6 @@ def save_adapters(
     Returns:
         the directory as a Path.
     """
-    from safetensors.torch import save_file
-
     out = Path(directory)
     cfg = _model_config(model, config)
     state = {
@@ -133,8 +132,6 @@ def load_adapters(
         FileNotFoundError: a file is missing.
         ValueError: a different rank, a shape mismatch, or (strict) missing/unexpected keys.
     """
-    from safetensors.torch import load_file
-
     d = Path(directory)
     wpath, cpath = d / ADAPTER_WEIGHTS_NAME, d / ADAPTER_CONFIG_NAME
     for p in (wpath, cpath):

@@ -11,7 +11,7 @@ __all__ = ["add_cbert_parsers"]
 
 _EPILOG_COMPLEXIFY = """\
 examples:
-  python -m complexformer.data.docstrings --out data/docstrings
+  python -m complexformer.cmplxbert.docstrings --out data/docstrings
   complexformer complexify --base minilm --rank 8 --data text:data/docstrings/train.jsonl \\
       --out runs/cbert8 --max-steps 2000
   complexformer complexify --base dbmdz/bert-base-italian-xxl-cased --rank 32 \\
@@ -128,7 +128,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 def cmd_analyze_embeddings(args: argparse.Namespace) -> int:
     from .._report import write_report
     from .analysis import embedding_components, imaginary_energy_share, plot_embedding_scatter
-    from .pretrained import load_cmplxbert
+    from .loading import load_cmplxbert
 
     model = load_cmplxbert(args.model)[0]
     sample = embedding_components(model, n=args.n, seed=args.seed)

@@ -33,14 +33,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from complexformer.nn import functional as CF
-from complexformer.nn._utils import lift_complex
 from complexformer.nn.init import complex_normal_
 
 from .config import INITS
+from .planar import planar_add_real, planar_dropout
 
 __all__ = [
     "ComplexLoRAEmbedding",
     "ComplexLoRALinear",
+    "check_indices",
     "complex_lora_layers",
     "fused_lora_linear",
     "merge_adapters",
@@ -186,7 +187,7 @@ class ComplexLoRALinear(_LoRABase):
         self.reset_adapter()
 
     def forward(self, x: Tensor) -> Tensor:
-        x = lift_complex(x, "input", "ComplexLoRALinear")
+        x = CF.lift_complex(x, "input", "ComplexLoRALinear")
         if x.shape[-1] != self.in_features:
             raise ValueError(
                 f"ComplexLoRALinear: last dimension of the input is {x.shape[-1]}, "
@@ -281,7 +282,7 @@ def fused_lora_linear(layers, x: Tensor, cache: dict | None = None) -> Tensor | 
     n_in = layers[0].in_features
     if any(m.in_features != n_in or _adapter_dropout(m) for m in layers):
         return None
-    x = lift_complex(x, "input", "ComplexLoRALinear")
+    x = CF.lift_complex(x, "input", "ComplexLoRALinear")
     if x.shape[-1] != n_in:
         raise ValueError(
             f"ComplexLoRALinear: last dimension of the input is {x.shape[-1]}, "
@@ -301,17 +302,6 @@ def fused_lora_linear(layers, x: Tensor, cache: dict | None = None) -> Tensor | 
 
 def _adapter_dropout(m) -> bool:
     return m.training and m.dropout > 0.0 and m.r > 0
-
-
-def planar_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
-    """:func:`complexformer.nn.functional.complex_dropout` on planar rows (..., 2, n): ONE
-    mask per complex entry, shared by its Re and Im rows."""
-    if not training or p == 0.0:
-        return x
-    if p >= 1.0:
-        return x * 0
-    mask = torch.empty(x.shape[:-2] + (1, x.shape[-1]), dtype=x.dtype, device=x.device)
-    return x * mask.bernoulli_(1.0 - p).div_(1.0 - p)
 
 
 def _key(params, *extra) -> tuple:
@@ -552,21 +542,12 @@ def _planar_inference(layers, x: Tensor, cache: dict | None, alloc=None) -> Tens
     return y2.view(x.shape[:-1] + (n_out,))
 
 
-def _check_idx(idx: Tensor) -> None:
+def check_indices(idx: Tensor) -> None:
+    """Raise a ValueError unless ``idx`` holds int64 or int32 embedding indices."""
     if idx.dtype not in (torch.int64, torch.int32):
         raise ValueError(
             f"ComplexLoRAEmbedding: indices must be int64 or int32, got dtype {idx.dtype}"
         )
-
-
-def planar_add_real(delta: Tensor | None, e: Tensor) -> Tensor:
-    """Planar rows (..., 2, n) of e + delta, e real (..., n) (Re only), delta planar or None."""
-    if delta is None:
-        return torch.stack((e, torch.zeros_like(e)), -2)
-    if torch.is_grad_enabled():
-        return torch.stack((delta[..., 0, :] + e, delta[..., 1, :]), -2)
-    delta[..., 0, :] += e
-    return delta
 
 
 class ComplexLoRAEmbedding(_LoRABase):
@@ -621,14 +602,14 @@ class ComplexLoRAEmbedding(_LoRABase):
             return CF.complex_embedding(idx, self.merged_weight, self.padding_idx)
         e = self.base_layer(idx)  # (..., dim) real
         if self.r == 0:
-            return lift_complex(e, "embedding", "ComplexLoRAEmbedding")
+            return CF.lift_complex(e, "embedding", "ComplexLoRAEmbedding")
         a = CF.complex_embedding(idx, self.lora_A, self.padding_idx)  # A_i: (..., r)
         delta = a @ self.complex_B.conj().transpose(0, 1)  # A_i·Bᴴ: (..., dim)
         return torch.complex(e, torch.zeros_like(e)) + self.scaling * delta
 
     def planar_forward(self, idx: Tensor) -> Tensor:
         """The forward as planar rows: real (..., 2, embedding_dim) (Re row, Im row)."""
-        _check_idx(idx)
+        check_indices(idx)
         if self.merged:
             w = self.merged_weight
             e = F.embedding(idx, w.reshape(w.shape[0], -1), padding_idx=self.padding_idx)

@@ -5,7 +5,7 @@ weight W of a pre-trained model is frozen and a complex low-rank update A·Bᴴ 
 bias is added, y = (W + A·Bᴴ)·x + (b + b_c) (sec. 3.1, eq. for the LoRA-adapted linear
 layer), so that the model maps complex inputs to complex outputs. The dataclass below holds
 every choice of that construction; it is saved as ``adapter_config.json`` next to the
-adapters (:func:`complexformer.lora.save_adapters`).
+adapters (:func:`complexformer.cmplxbert.save_adapters`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from complexformer._atomic import atomic_write_text
 
 __all__ = [
     "ATTENTION_SCORES",
@@ -233,8 +235,6 @@ class ComplexLoRAConfig:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the JSON atomically (temporary file + rename)."""
-        from .io import atomic_write_text
-
         atomic_write_text(path, self.to_json() + "\n")
 
     @classmethod

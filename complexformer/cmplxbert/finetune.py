@@ -17,25 +17,31 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .._report import markdown_table, write_json, write_report
-from ..data.labelled import ClassificationTask, load_classification_task
-from ..training.optim import lr_factor
+from complexformer._optional import require
+from complexformer._report import markdown_table, write_json, write_report
+from complexformer.nn import functional as CF
+from complexformer.training.optim import lr_factor
+
+from .complexify import complexify
 from .config import ComplexLoRAConfig
 from .io import trainable_parameter_counts
-from .metrics import classification_metrics, mean_std
-from .pretrained import (
+from .labelled import ClassificationTask, load_classification_task
+from .loading import (
     is_cmplxbert_dir,
     load_cmplxbert,
     load_hf_bert,
     read_cmplxbert_meta,
     resolve_base,
 )
+from .metrics import classification_metrics, mean_std
+from .real import add_real_lora
 
 __all__ = ["MODEL_KINDS", "FinetuneConfig", "build_classifier", "finetune"]
 
@@ -52,7 +58,7 @@ class FinetuneConfig:
     """Settings of :func:`finetune` (defaults: the paper's 2 epochs at lr 1e-4).
 
     Attributes:
-        task: the data spec (:func:`complexformer.data.labelled.load_classification_task`).
+        task: the data spec (:func:`complexformer.cmplxbert.labelled.load_classification_task`).
         models: which of ``cmplxbert``, ``real``, ``real-lora`` to fine-tune.
         seeds: one run per seed and model (init of new heads, adapters, data order, dropout).
         epochs: passes over the training split.
@@ -146,9 +152,6 @@ def build_classifier(
     - ``real-lora``: the real BERT frozen, real LoRA of rank ``real_lora_rank`` on the
       encoder's linears; LayerNorms and the new classifier train (as in the complex model).
     """
-    from ..models.cbert import complexify
-    from .real import add_real_lora
-
     if kind == "cmplxbert":
         if is_cmplxbert_dir(model_path):
             model = load_cmplxbert(model_path, "classification", num_labels)[0]
@@ -211,10 +214,6 @@ class MeanPooled(nn.Module):
         self.model = model
 
     def forward(self, input_ids, attention_mask, labels=None):
-        from types import SimpleNamespace
-
-        from ..nn import functional as CF
-
         m = self.model
         w = attention_mask.unsqueeze(-1)  # (B, T, 1)
         if hasattr(m, "lora_config"):  # CmplxBert
@@ -360,8 +359,6 @@ def finetune(
         The ``finetune.json`` payload: config, task sizes, majority baseline, per-run results
         and per-model mean ± std of test accuracy and macro-F1.
     """
-    from .._optional import require
-
     transformers = require("transformers", "hf", "finetune")
     log = log or (lambda _m: None)
     out = Path(out_dir)
@@ -386,12 +383,10 @@ def finetune(
         log(f"pooling: {pooling}")
         majority = task.majority_baseline("test")
         if cfg.max_eval_examples is not None:
-            from .metrics import classification_metrics as cm
-
             top = task.labels.index(majority["label"])
             majority = {
                 "label": majority["label"],
-                **cm(data["test"][1], [top] * len(data["test"][1])),
+                **classification_metrics(data["test"][1], [top] * len(data["test"][1])),
             }
         log(f"majority class '{majority['label']}': test accuracy {majority['accuracy']:.3f}")
         runs: list[dict[str, Any]] = []

