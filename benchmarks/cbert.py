@@ -114,7 +114,7 @@ def measure_forward(args) -> tuple[list[dict], str]:
     fns["bert"] = fwd(real)
     for score in SCORES:
         base, _ = load_hf("BertModel", args.seed)  # complexify freezes/wraps it in place
-        cm = complexify(base, ComplexLoRAConfig(r=args.rank, attention_score=score)).eval()
+        cm = complexify(base, ComplexLoRAConfig(r=args.rank), attention_score=score).eval()
         fns[f"cmplx_{score}"] = fwd(cm)
     cpu: dict[str, list[float]] = {name: [] for name in fns}
 

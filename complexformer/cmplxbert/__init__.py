@@ -22,7 +22,7 @@ below it imports it.
 """
 
 from .complexify import complexify
-from .config import DEFAULT_TARGET_MODULES, ComplexLoRAConfig
+from .config import DEFAULT_TARGET_MODULES, CmplxBertConfig, ComplexLoRAConfig
 from .io import (
     LoadResult,
     adapter_state_dict,
@@ -51,6 +51,7 @@ from .modeling import CmplxBert, CmplxBertOutput, split_tanh
 __all__ = [
     "DEFAULT_TARGET_MODULES",
     "CmplxBert",
+    "CmplxBertConfig",
     "CmplxBertOutput",
     "ComplexLoRAConfig",
     "ComplexLoRAEmbedding",

@@ -38,29 +38,27 @@ folder with train/validation/test .jsonl or .csv files.
 
 
 def _complexify_config(args: argparse.Namespace):
-    from .config import ComplexLoRAConfig
+    """(ComplexLoRAConfig, CmplxBertConfig) of the ``complexify`` options."""
+    from .config import CmplxBertConfig, ComplexLoRAConfig
 
     targets = args.target_modules
     if targets is not None and len(targets) == 1 and not targets[0].isidentifier():
         targets = targets[0]  # a regular expression
-    kw = {
-        "r": args.rank,
-        "alpha": args.alpha,
-        "dropout": args.lora_dropout,
-        "attention_score": args.attention_score,
-        "head_output": args.head_output,
-        "whiten": args.whiten,
-    }
+    kw = {"r": args.rank, "alpha": args.alpha, "dropout": args.lora_dropout}
     if targets is not None:
         kw["target_modules"] = targets
-    return ComplexLoRAConfig(**kw)
+    model_config = CmplxBertConfig(
+        attention_score=args.attention_score, head_output=args.head_output, whiten=args.whiten
+    )
+    return ComplexLoRAConfig(**kw), model_config
 
 
 def cmd_complexify(args: argparse.Namespace) -> int:
     from ..training import TrainConfig, train_task
     from .mlm import MLMTask
 
-    task = MLMTask(args.base, _complexify_config(args), max_len=args.max_len)
+    lora, model_config = _complexify_config(args)
+    task = MLMTask(args.base, lora, model_config, max_len=args.max_len)
     tc = TrainConfig(
         out_dir=args.out,
         data=args.data,

@@ -20,7 +20,7 @@ from torch import nn
 from complexformer._optional import require
 from complexformer.nn import CGELU, CReLU, LayerNorm
 
-from .config import ComplexLoRAConfig, target_matches
+from .config import CmplxBertConfig, ComplexLoRAConfig, split_overrides, target_matches
 from .layers import ComplexLoRAEmbedding, ComplexLoRALinear
 from .modeling import (
     CmplxBert,
@@ -77,8 +77,9 @@ def _activation(name) -> nn.Module:
 class _Builder:
     """Wraps the HF modules one by one, recording names, for :func:`complexify`."""
 
-    def __init__(self, config: ComplexLoRAConfig) -> None:
+    def __init__(self, config: ComplexLoRAConfig, model_config: CmplxBertConfig) -> None:
         self.config = config
+        self.model_config = model_config
         self.names: list[str] = []  # every targetable (linear / embedding) name
         self.adapted: list[str] = []
         self.head_layers: list[ComplexLoRALinear] = []
@@ -111,10 +112,11 @@ class _Builder:
         return ComplexLoRAEmbedding(emb, r=0)
 
     def norm(self, ln: nn.LayerNorm) -> LayerNorm:
-        out = LayerNorm.from_real(ln, whiten=self.config.whiten)
-        if self.config.layer_norm_eps is not None:
-            out.eps = float(self.config.layer_norm_eps)
-        out.requires_grad_(self.config.train_norms)
+        mc = self.model_config
+        out = LayerNorm.from_real(ln, whiten=mc.whiten)
+        if mc.layer_norm_eps is not None:
+            out.eps = float(mc.layer_norm_eps)
+        out.requires_grad_(mc.train_norms)
         return out
 
     def check_targets(self, hf_class: str) -> None:
@@ -165,7 +167,12 @@ def _fresh_mlm_head(bert_model, hf_config):
     return head
 
 
-def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None, **overrides) -> CmplxBert:
+def complexify(
+    model: nn.Module,
+    config: ComplexLoRAConfig | None = None,
+    model_config: CmplxBertConfig | None = None,
+    **overrides,
+) -> CmplxBert:
     """Wrap a Hugging Face BERT into a complex-valued :class:`CmplxBert` (Tamburini 2024).
 
     The HF model's parameters are frozen in place (``requires_grad=False``) and referenced,
@@ -178,8 +185,12 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None, **over
     Args:
         model: ``transformers.BertModel``, ``BertForMaskedLM`` or
             ``BertForSequenceClassification`` (encoder-only; no cross-attention).
-        config: the :class:`~complexformer.cmplxbert.ComplexLoRAConfig` (default: its defaults).
-        **overrides: config fields to replace, e.g. ``complexify(m, r=16)``.
+        config: the adapters, a :class:`~complexformer.cmplxbert.ComplexLoRAConfig`
+            (default: its defaults).
+        model_config: the complex model around them, a
+            :class:`~complexformer.cmplxbert.CmplxBertConfig` (default: its defaults).
+        **overrides: fields of either config to replace, e.g.
+            ``complexify(m, r=16, attention_score="real")``.
 
     Returns:
         the :class:`CmplxBert` (``name == f"CmplxBERTLoRA_{r}"``), in the model's train/eval
@@ -190,14 +201,16 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None, **over
             that is not a plain BertModel, or target modules that match nothing.
     """
     transformers = require("transformers", "hf", "complexify (CmplxBERT-LoRA)")
-    if config is None:
-        config = ComplexLoRAConfig()
-    if not isinstance(config, ComplexLoRAConfig):
-        raise ValueError(
-            f"complexify: config must be a ComplexLoRAConfig, got {type(config).__name__}"
-        )
-    if overrides:
-        config = ComplexLoRAConfig.from_dict({**config.to_dict(), **overrides})
+    config = ComplexLoRAConfig() if config is None else config
+    model_config = CmplxBertConfig() if model_config is None else model_config
+    for value, kind in ((config, ComplexLoRAConfig), (model_config, CmplxBertConfig)):
+        if not isinstance(value, kind):
+            raise ValueError(f"complexify: expected a {kind.__name__}, got {type(value).__name__}")
+    lora_kw, model_kw = split_overrides(overrides)
+    if lora_kw:
+        config = config.replace(**lora_kw)
+    if model_kw:
+        model_config = model_config.replace(**model_kw)
     hf_class = type(model).__name__
     if isinstance(model, transformers.BertForMaskedLM):
         bert, task = model.bert, "mlm"
@@ -213,14 +226,14 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None, **over
             "complexify: decoder BERTs (is_decoder / add_cross_attention) are not "
             "supported; CmplxBERT is a bidirectional encoder"
         )
-    if config.add_mlm_head and task != "base":
+    if model_config.add_mlm_head and task != "base":
         raise ValueError(
             f"complexify: add_mlm_head=True needs a plain BertModel, got "
             f"{hf_class} (which {'has' if task == 'mlm' else 'has another'} head)"
         )
     model.requires_grad_(False)
 
-    bld = _Builder(config)
+    bld = _Builder(config, model_config)
     p_hidden = hc.hidden_dropout_prob
     emb = bert.embeddings
     embeddings = _Embeddings(
@@ -239,7 +252,7 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None, **over
             bld.linear(sa.key, f"{pre}.attention.self.key"),
             bld.linear(sa.value, f"{pre}.attention.self.value"),
             hc.num_attention_heads,
-            config.attention_score,
+            model_config.attention_score,
             hc.attention_probs_dropout_prob,
         )
         attn_out = _DenseNorm(
@@ -263,9 +276,9 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None, **over
     cls_head = classifier = None
     fresh: list[nn.Parameter] = []
     p_cls = 0.0
-    if task == "mlm" or config.add_mlm_head:
+    if task == "mlm" or model_config.add_mlm_head:
         hf_head = model.cls if task == "mlm" else _fresh_mlm_head(bert, hc)
-        if config.add_mlm_head:
+        if model_config.add_mlm_head:
             tr = hf_head.predictions.transform
             fresh = [tr.dense.weight, tr.dense.bias, hf_head.predictions.bias]
             task = "mlm"
@@ -285,11 +298,11 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None, **over
 
     tied = {id(bert.embeddings.word_embeddings.weight)}
     for layer in bld.head_layers:  # the heads' training policy
-        if config.train_heads == "none":
+        if model_config.train_heads == "none":
             for p in (layer.lora_A, layer.lora_B, layer.bias_c):
                 if p is not None:
                     p.requires_grad_(False)
-        elif config.train_heads == "full":
+        elif model_config.train_heads == "full":
             for p in layer.base_layer.parameters():
                 if id(p) not in tied:
                     p.requires_grad_(True)
@@ -299,6 +312,7 @@ def complexify(model: nn.Module, config: ComplexLoRAConfig | None = None, **over
     out = CmplxBert(
         body,
         config,
+        model_config,
         hc,
         task,
         hf_class,

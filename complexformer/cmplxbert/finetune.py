@@ -30,7 +30,7 @@ from complexformer.nn import functional as CF
 from complexformer.training.optim import lr_factor
 
 from .complexify import complexify
-from .config import ComplexLoRAConfig
+from .config import CmplxBertConfig, ComplexLoRAConfig
 from .io import trainable_parameter_counts
 from .labelled import ClassificationTask, load_classification_task
 from .loading import (
@@ -159,9 +159,8 @@ def build_classifier(
             hf, _ = load_hf_bert(model_path, "classification", num_labels)
             model = complexify(
                 hf,
-                ComplexLoRAConfig(
-                    r=cfg.rank, attention_score=cfg.attention_score, head_output=cfg.head_output
-                ),
+                ComplexLoRAConfig(r=cfg.rank),
+                CmplxBertConfig(attention_score=cfg.attention_score, head_output=cfg.head_output),
             )
         model.classifier.base_layer.requires_grad_(True)  # new weights: they must learn
         return model

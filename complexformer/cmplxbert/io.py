@@ -3,9 +3,11 @@
 Only the adapter state is written (Tamburini 2024 trains only the adapters, complex biases,
 norms and heads; the real pre-trained weights are the base model's own and are not copied):
 ``adapter_model.safetensors`` (real tensors; every complex quantity is stored as (..., 2)) and
-``adapter_config.json`` (the :class:`ComplexLoRAConfig` under ``"lora"`` plus a description
-of the base model). Both files are written atomically (temporary file in the same folder,
-then :func:`os.replace`), so a crash never leaves a half-written adapter.
+``adapter_config.json`` (the :class:`ComplexLoRAConfig` under ``"lora"``, the
+:class:`CmplxBertConfig` under ``"cmplxbert"`` and a description of the base model; files of
+version 1 kept both configs' fields under ``"lora"`` and still load). Both files are
+written atomically (temporary file in the same folder, then :func:`os.replace`), so a crash
+never leaves a half-written adapter.
 
 "Adapter state" = every parameter of the model except the frozen real base weights, i.e.
 all parameters that are not inside a ``base_layer``, plus those inside one that were made
@@ -25,7 +27,7 @@ from torch import Tensor, nn
 
 from complexformer._atomic import atomic_output, atomic_write_text
 
-from .config import ComplexLoRAConfig
+from .config import ComplexLoRAConfig, split_config_dict
 from .layers import complex_lora_layers
 
 __all__ = [
@@ -92,7 +94,10 @@ def save_adapters(
     state = {
         k: v.detach().to("cpu").contiguous().clone() for k, v in adapter_state_dict(model).items()
     }
-    meta = {"format": _FORMAT, "version": 1, "lora": cfg.to_dict()}
+    meta = {"format": _FORMAT, "version": 2, "lora": cfg.to_dict()}
+    model_config = getattr(model, "model_config", None)
+    if model_config is not None:
+        meta["cmplxbert"] = model_config.to_dict()
     describe = getattr(model, "adapter_metadata", None)
     if callable(describe):
         meta["base_model"] = describe()
@@ -138,7 +143,7 @@ def load_adapters(
         if not p.is_file():
             raise FileNotFoundError(f"load_adapters: {p} does not exist")
     meta = json.loads(cpath.read_text(encoding="utf-8"))
-    saved_cfg = ComplexLoRAConfig.from_dict(meta.get("lora", {}))
+    saved_cfg, _ = split_config_dict(meta)
     model_cfg = getattr(model, "lora_config", None)
     if isinstance(model_cfg, ComplexLoRAConfig) and model_cfg.r != saved_cfg.r:
         raise ValueError(

@@ -6,7 +6,7 @@ tokenizer, loadable for masked-LM or for sequence classification.
 Layout of a CmplxBERT directory (written by :func:`save_cmplxbert`)::
 
     cmplxbert.json              base (hub name or local path), task, model class, max_len
-    adapter_config.json         ComplexLoRAConfig + base-model metadata (save_adapters)
+    adapter_config.json         ComplexLoRAConfig, CmplxBertConfig, base-model metadata
     adapter_model.safetensors   adapters, complex biases, norms and trained head weights
     tokenizer.json, vocab.txt, tokenizer_config.json, ...   the base's tokenizer
 
@@ -33,7 +33,7 @@ from complexformer.training.checkpoint import make_temp_dir
 from complexformer.training.rundir import replace_dir
 
 from .complexify import complexify
-from .config import ComplexLoRAConfig
+from .config import split_config_dict, split_overrides
 from .io import load_adapters, save_adapters
 
 __all__ = [
@@ -216,12 +216,13 @@ def save_cmplxbert(
             tokenizer.save_pretrained(str(tmp))
         meta = {
             "format": _FORMAT,
-            "version": 1,
+            "version": 2,
             "base": base,
             "task": model.task,
             "hf_class": model.hf_class,
             "name": model.name,
             "lora": model.lora_config.to_dict(),
+            "cmplxbert": model.model_config.to_dict(),
             **(extra or {}),
         }
         atomic_write_text(tmp / CMPLXBERT_FILE, json.dumps(meta, indent=2) + "\n")
@@ -254,7 +255,8 @@ def load_cmplxbert(
     **overrides: Any,
 ):
     """Rebuild a saved CmplxBERT: load the real base, ``complexify`` it with the saved
-    :class:`ComplexLoRAConfig`, load the adapters.
+    :class:`ComplexLoRAConfig` and :class:`CmplxBertConfig` (a version-1 ``cmplxbert.json``
+    kept both under ``"lora"``; it loads the same), load the adapters.
 
     Loading an MLM-pretrained model for ``task="classification"`` keeps the encoder's
     adapters and norms, drops the MLM head and starts a new (seeded by torch's global RNG)
@@ -264,8 +266,8 @@ def load_cmplxbert(
         directory: a directory written by :func:`save_cmplxbert`.
         task: ``"mlm"`` or ``"classification"``; default the saved model's.
         num_labels: classes for ``"classification"`` (default: the saved model's).
-        **overrides: :class:`ComplexLoRAConfig` fields to change that do not alter the
-            parameter layout (e.g. ``dropout``).
+        **overrides: fields of either config to change that do not alter the parameter
+            layout (e.g. ``dropout``, ``attention_score``).
 
     Returns:
         ``(model, tokenizer, meta)``: the :class:`CmplxBert`, the saved Hugging Face
@@ -281,8 +283,10 @@ def load_cmplxbert(
         num_labels = num_labels or meta.get("num_labels")
     same = task == meta["task"]
     hf, new_head = load_hf_bert(meta["base"], task, num_labels)
-    cfg = ComplexLoRAConfig.from_dict({**meta["lora"], **overrides, "add_mlm_head": new_head})
-    model = complexify(hf, cfg)
+    lora, model_config = split_config_dict(meta)
+    lora_kw, model_kw = split_overrides(overrides, "load_cmplxbert")
+    model_config = model_config.replace(**{**model_kw, "add_mlm_head": new_head})
+    model = complexify(hf, lora.replace(**lora_kw), model_config)
     result = load_adapters(model, d, strict=same)
     if not same:
         bad = [k for k in result.unexpected_keys if not k.startswith("cls.")]

@@ -50,7 +50,7 @@ from torch import Tensor, nn
 from complexformer.nn import CGELU, CReLU, LayerNorm
 from complexformer.nn import functional as CF
 
-from .config import ComplexLoRAConfig
+from .config import CmplxBertConfig, ComplexLoRAConfig
 from .layers import ComplexLoRALinear, check_indices, planar_lora_linear
 from .planar import (
     Workspace,
@@ -329,7 +329,9 @@ class CmplxBert(nn.Module):
 
     Attributes:
         name: ``"CmplxBERTLoRA_{r}"``.
-        lora_config: the :class:`~complexformer.cmplxbert.ComplexLoRAConfig`.
+        lora_config: the adapters' :class:`~complexformer.cmplxbert.ComplexLoRAConfig`.
+        model_config: the :class:`~complexformer.cmplxbert.CmplxBertConfig` (attention score,
+            head output, whitening, what trains).
         task: ``"base"`` (no head), ``"mlm"`` or ``"classification"``.
         hf_config: the wrapped model's ``BertConfig`` (not copied).
         bert: embeddings, encoder (and pooler), named like transformers' ``BertModel``.
@@ -341,6 +343,7 @@ class CmplxBert(nn.Module):
         self,
         body: _Body,
         lora_config: ComplexLoRAConfig,
+        model_config: CmplxBertConfig,
         hf_config,
         task: str,
         hf_class: str,
@@ -354,6 +357,7 @@ class CmplxBert(nn.Module):
         self.classifier = classifier
         self.classifier_dropout = classifier_dropout
         self.lora_config = lora_config
+        self.model_config = model_config
         self.hf_config = hf_config
         self.task = task
         self.hf_class = hf_class
@@ -397,7 +401,7 @@ class CmplxBert(nn.Module):
         )
 
     def _to_real(self, z: Tensor) -> Tensor:
-        return z.abs() if self.lora_config.head_output == "modulus" else z.real
+        return z.abs() if self.model_config.head_output == "modulus" else z.real
 
     def forward(
         self,
@@ -468,7 +472,7 @@ class CmplxBert(nn.Module):
         return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
 
     def extra_repr(self) -> str:
-        c = self.lora_config
+        c = self.model_config
         return (
             f"name={self.name!r}, task={self.task!r}, base={self.hf_class}, "
             f"attention_score={c.attention_score!r}, head_output={c.head_output!r}, "

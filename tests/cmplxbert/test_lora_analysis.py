@@ -19,7 +19,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _cmplx(**kw):
-    return complexify(tiny_model("BertModel"), ComplexLoRAConfig(r=4, **kw))
+    return complexify(tiny_model("BertModel"), ComplexLoRAConfig(r=4), **kw)
 
 
 def _set_adapter(model, seed: int = 3) -> None:

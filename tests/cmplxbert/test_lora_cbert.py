@@ -39,7 +39,7 @@ def test_lora_cbert_real_mode_equals_bert_model(whiten):
     ids, mask, tt = batch()
     with torch.no_grad():
         ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=tt)
-    cb = complexify(hf, ComplexLoRAConfig(r=4, whiten=whiten, **REAL)).eval()
+    cb = complexify(hf, ComplexLoRAConfig(r=4), whiten=whiten, **REAL).eval()
     with torch.no_grad():
         out = cb(ids, attention_mask=mask, token_type_ids=tt)
     _assert_real_equal(out.last_hidden_state, ref.last_hidden_state)
