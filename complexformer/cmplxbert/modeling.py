@@ -28,12 +28,13 @@ the paper continues MLM pre-training to set up the adapters.
 Implementation: from the embeddings to the last encoder layer the hidden states are REAL
 "planar rows" (B, T, 2, E) (Re row, Im row of each token), converted to complex only for
 ``last_hidden_state`` and the heads. The frozen real weights act on both rows alike, so every
-linear is one real GEMM on 2·B·T rows (:func:`~complexformer.cmplxbert.layers.planar_lora_linear`;
+linear is one real GEMM on 2·B·T rows (:func:`~complexformer.cmplxbert.planar.planar_lora_linear`;
 Q, K and V together), the split GELU and the complex LayerNorm work on the rows in place, and
 attention reads [Re | Im] head features: the real score is torch's fused SDPA on 2d
-features, the modulus score one batched GEMM of the stacked queries [[Qr, Qi], [Qi, -Qr]]
-with [Kr, Ki] for (Re S; Im S). Without autograd the layers share the scratch buffers of a
-per-call workspace (no fresh multi-MB tensors per layer).
+features, the modulus score (:func:`complexformer.nn.functional.modulus_attention`, shared
+with :class:`complexformer.nn.MultiheadAttention`) one batched GEMM of the stacked queries
+[[Qr, Qi], [Qi, -Qr]] with [Kr, Ki] for (Re S; Im S). Without autograd the layers share
+the scratch buffers of a per-call workspace (no fresh multi-MB tensors per layer).
 
 transformers is imported inside the functions that need it (extra ``hf``).
 """
@@ -51,12 +52,13 @@ from complexformer.nn import CGELU, CReLU, LayerNorm
 from complexformer.nn import functional as CF
 
 from .config import CmplxBertConfig, ComplexLoRAConfig
-from .layers import ComplexLoRALinear, check_indices, planar_lora_linear
+from .layers import ComplexLoRALinear, check_indices
 from .planar import (
     Workspace,
     modulus_attention,
     planar_add_real,
     planar_dropout,
+    planar_lora_linear,
     planar_norm,
     to_complex,
     to_planar,
@@ -165,7 +167,6 @@ class _SelfAttention(nn.Module):
         qkv = planar_lora_linear(
             (self.query, self.key, self.value),
             x,
-            cache=self.__dict__.setdefault("_qkv_cache", {}),
             alloc=workspace_alloc(ws, "big", x),
         )
         qkv = qkv.view(b, t, 2, 3, h, d)
