@@ -52,7 +52,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 from _common import ensure_repo_on_path  # noqa: E402
 
 ensure_repo_on_path()
-from complexformer.cmplxbert import (  # noqa: E402  # noqa: E402
+from complexformer.cmplxbert import (  # noqa: E402
     ComplexLoRAConfig,
     complexify,
     find_minilm_dir,
@@ -66,6 +66,7 @@ TARGET_RATIO = 2.5
 SCORES = ("modulus", "real")
 SOURCES = [
     "complexformer/cmplxbert/modeling.py",
+    "complexformer/cmplxbert/planar.py",
     "complexformer/cmplxbert/layers.py",
     "complexformer/nn/functional.py",
     "benchmarks/cbert.py",

@@ -11,7 +11,7 @@ from tests.cmplxbert.lora_testlib import batch, char_mlm_batch, tiny_model
 
 pytest.importorskip("transformers")
 
-from complexformer.cmplxbert import (  # noqa: E402  # noqa: E402
+from complexformer.cmplxbert import (  # noqa: E402
     CmplxBert,
     ComplexLoRAConfig,
     complexify,

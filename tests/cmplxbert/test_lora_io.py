@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 from complexformer.cmplxbert import (  # noqa: E402
     ComplexLoRALinear,
     adapter_state_dict,
-    complexify,  # noqa: E402
+    complexify,
     load_adapters,
     merge_adapters,
     print_trainable_parameters,
