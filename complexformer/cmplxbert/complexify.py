@@ -23,19 +23,19 @@ from complexformer.nn import CGELU, CReLU, LayerNorm
 from .config import CmplxBertConfig, ComplexLoRAConfig, split_overrides, target_matches
 from .layers import ComplexLoRAEmbedding, ComplexLoRALinear
 from .modeling import (
+    CmplxAttention,
     CmplxBert,
-    _Attention,
-    _Body,
-    _DenseNorm,
-    _Embeddings,
-    _Encoder,
-    _Intermediate,
-    _Layer,
-    _MLMHead,
-    _Pooler,
-    _Predictions,
-    _SelfAttention,
-    _Transform,
+    CmplxBody,
+    CmplxDenseNorm,
+    CmplxEmbeddings,
+    CmplxEncoder,
+    CmplxIntermediate,
+    CmplxLayer,
+    CmplxMLMHead,
+    CmplxPooler,
+    CmplxPredictions,
+    CmplxSelfAttention,
+    CmplxTransform,
 )
 
 __all__ = ["complexify"]
@@ -236,7 +236,7 @@ def complexify(
     bld = _Builder(config, model_config)
     p_hidden = hc.hidden_dropout_prob
     emb = bert.embeddings
-    embeddings = _Embeddings(
+    embeddings = CmplxEmbeddings(
         bld.embedding(emb.word_embeddings, "bert.embeddings.word_embeddings"),
         bld.embedding(emb.position_embeddings, "bert.embeddings.position_embeddings"),
         bld.embedding(emb.token_type_embeddings, "bert.embeddings.token_type_embeddings"),
@@ -247,7 +247,7 @@ def complexify(
     for i, hl in enumerate(bert.encoder.layer):
         pre = f"bert.encoder.layer.{i}"
         sa, ao = hl.attention.self, hl.attention.output
-        self_attn = _SelfAttention(
+        self_attn = CmplxSelfAttention(
             bld.linear(sa.query, f"{pre}.attention.self.query"),
             bld.linear(sa.key, f"{pre}.attention.self.key"),
             bld.linear(sa.value, f"{pre}.attention.self.value"),
@@ -255,23 +255,23 @@ def complexify(
             model_config.attention_score,
             hc.attention_probs_dropout_prob,
         )
-        attn_out = _DenseNorm(
+        attn_out = CmplxDenseNorm(
             bld.linear(ao.dense, f"{pre}.attention.output.dense"), bld.norm(ao.LayerNorm), p_hidden
         )
-        inter = _Intermediate(
+        inter = CmplxIntermediate(
             bld.linear(hl.intermediate.dense, f"{pre}.intermediate.dense"),
             _activation(hc.hidden_act),
         )
-        out = _DenseNorm(
+        out = CmplxDenseNorm(
             bld.linear(hl.output.dense, f"{pre}.output.dense"),
             bld.norm(hl.output.LayerNorm),
             p_hidden,
         )
-        layers.append(_Layer(_Attention(self_attn, attn_out), inter, out))
+        layers.append(CmplxLayer(CmplxAttention(self_attn, attn_out), inter, out))
     pooler = None
     if bert.pooler is not None:
-        pooler = _Pooler(bld.linear(bert.pooler.dense, "bert.pooler.dense", head=True))
-    body = _Body(embeddings, _Encoder(layers), pooler)
+        pooler = CmplxPooler(bld.linear(bert.pooler.dense, "bert.pooler.dense", head=True))
+    body = CmplxBody(embeddings, CmplxEncoder(layers), pooler)
 
     cls_head = classifier = None
     fresh: list[nn.Parameter] = []
@@ -283,13 +283,13 @@ def complexify(
             fresh = [tr.dense.weight, tr.dense.bias, hf_head.predictions.bias]
             task = "mlm"
         pr = hf_head.predictions
-        transform = _Transform(
+        transform = CmplxTransform(
             bld.linear(pr.transform.dense, "cls.predictions.transform.dense", head=True),
             _activation(hc.hidden_act),
             bld.norm(pr.transform.LayerNorm),
         )
         decoder = bld.linear(pr.decoder, "cls.predictions.decoder", head=True)
-        cls_head = _MLMHead(_Predictions(transform, decoder))
+        cls_head = CmplxMLMHead(CmplxPredictions(transform, decoder))
     if task == "classification":
         classifier = bld.linear(model.classifier, "classifier", head=True)
         cd = getattr(hc, "classifier_dropout", None)

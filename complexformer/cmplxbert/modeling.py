@@ -65,7 +65,23 @@ from .planar import (
     workspace_alloc,
 )
 
-__all__ = ["CmplxBert", "CmplxBertOutput", "split_tanh"]
+__all__ = [
+    "CmplxAttention",
+    "CmplxBert",
+    "CmplxBertOutput",
+    "CmplxBody",
+    "CmplxDenseNorm",
+    "CmplxEmbeddings",
+    "CmplxEncoder",
+    "CmplxIntermediate",
+    "CmplxLayer",
+    "CmplxMLMHead",
+    "CmplxPooler",
+    "CmplxPredictions",
+    "CmplxSelfAttention",
+    "CmplxTransform",
+    "split_tanh",
+]
 
 
 def split_tanh(z: Tensor) -> Tensor:
@@ -101,7 +117,10 @@ class CmplxBertOutput:
 # MLM and the classification model.
 
 
-class _Embeddings(nn.Module):
+class CmplxEmbeddings(nn.Module):
+    """Word + token-type + position embeddings (each E + s·A·Bᴴ), complex LayerNorm,
+    dropout (Tamburini 2024, sec. 3.2); HF's ``BertEmbeddings``."""
+
     def __init__(self, word, position, token_type, norm: LayerNorm, dropout: float) -> None:
         super().__init__()
         self.word_embeddings = word
@@ -153,7 +172,10 @@ class _Embeddings(nn.Module):
         return to_complex(self.planar(input_ids, token_type_ids, position_ids))  # (B, T, E)
 
 
-class _SelfAttention(nn.Module):
+class CmplxSelfAttention(nn.Module):
+    """Q, K, V projections in one GEMM, then softmax(|Q·Kᴴ|/√d)·V or
+    softmax(Re(Q·Kᴴ)/√d)·V per head (sec. 3.3); HF's ``BertSelfAttention``."""
+
     def __init__(self, query, key, value, n_heads: int, score: str, dropout: float) -> None:
         super().__init__()
         self.query, self.key, self.value = query, key, value
@@ -196,7 +218,7 @@ class _SelfAttention(nn.Module):
         return to_complex(self.planar(to_planar(h), bias))
 
 
-class _DenseNorm(nn.Module):
+class CmplxDenseNorm(nn.Module):
     """LayerNorm(dropout(dense(x)) + residual): HF's BertSelfOutput / BertOutput."""
 
     def __init__(self, dense, norm: LayerNorm, dropout: float) -> None:
@@ -222,8 +244,10 @@ class _DenseNorm(nn.Module):
         return to_complex(self.planar(to_planar(x), to_planar(residual)))
 
 
-class _Attention(nn.Module):
-    def __init__(self, self_attn: _SelfAttention, output: _DenseNorm) -> None:
+class CmplxAttention(nn.Module):
+    """Self-attention then its output block; HF's ``BertAttention``."""
+
+    def __init__(self, self_attn: CmplxSelfAttention, output: CmplxDenseNorm) -> None:
         super().__init__()
         self.self = self_attn
         self.output = output
@@ -235,7 +259,10 @@ class _Attention(nn.Module):
         return to_complex(self.planar(to_planar(h), bias))
 
 
-class _Intermediate(nn.Module):
+class CmplxIntermediate(nn.Module):
+    """The feed-forward expansion and its split activation (sec. 3.5); HF's
+    ``BertIntermediate``."""
+
     def __init__(self, dense, act: nn.Module) -> None:
         super().__init__()
         self.dense, self.intermediate_act_fn = dense, act
@@ -256,9 +283,11 @@ class _Intermediate(nn.Module):
         return to_complex(self.planar(to_planar(x)))
 
 
-class _Layer(nn.Module):
+class CmplxLayer(nn.Module):
+    """One encoder layer; HF's ``BertLayer``."""
+
     def __init__(
-        self, attention: _Attention, intermediate: _Intermediate, output: _DenseNorm
+        self, attention: CmplxAttention, intermediate: CmplxIntermediate, output: CmplxDenseNorm
     ) -> None:
         super().__init__()
         self.attention, self.intermediate, self.output = attention, intermediate, output
@@ -274,13 +303,18 @@ class _Layer(nn.Module):
         return to_complex(self.planar(to_planar(h), bias))
 
 
-class _Encoder(nn.Module):
-    def __init__(self, layers: list[_Layer]) -> None:
+class CmplxEncoder(nn.Module):
+    """The encoder layers (``layer``); HF's ``BertEncoder``."""
+
+    def __init__(self, layers: list[CmplxLayer]) -> None:
         super().__init__()
         self.layer = nn.ModuleList(layers)
 
 
-class _Pooler(nn.Module):
+class CmplxPooler(nn.Module):
+    """The first token's hidden state through a LoRA linear and the split tanh; HF's
+    ``BertPooler``."""
+
     def __init__(self, dense) -> None:
         super().__init__()
         self.dense = dense
@@ -289,13 +323,21 @@ class _Pooler(nn.Module):
         return split_tanh(self.dense(h[:, 0]))  # (B, E) complex
 
 
-class _Body(nn.Module):
-    def __init__(self, embeddings: _Embeddings, encoder: _Encoder, pooler: _Pooler | None):
+class CmplxBody(nn.Module):
+    """Embeddings, encoder and pooler, named like HF's ``BertModel`` (the ``bert.``
+    prefix of every target name)."""
+
+    def __init__(
+        self, embeddings: CmplxEmbeddings, encoder: CmplxEncoder, pooler: CmplxPooler | None
+    ) -> None:
         super().__init__()
         self.embeddings, self.encoder, self.pooler = embeddings, encoder, pooler
 
 
-class _Transform(nn.Module):
+class CmplxTransform(nn.Module):
+    """The MLM head's dense, activation and complex LayerNorm; HF's
+    ``BertPredictionHeadTransform``."""
+
     def __init__(self, dense, act: nn.Module, norm: LayerNorm) -> None:
         super().__init__()
         self.dense, self.transform_act_fn, self.LayerNorm = dense, act, norm
@@ -304,8 +346,11 @@ class _Transform(nn.Module):
         return self.LayerNorm(self.transform_act_fn(self.dense(x)))
 
 
-class _Predictions(nn.Module):
-    def __init__(self, transform: _Transform, decoder: ComplexLoRALinear) -> None:
+class CmplxPredictions(nn.Module):
+    """Transform then the LoRA-adapted decoder (complex vocabulary logits); HF's
+    ``BertLMPredictionHead``."""
+
+    def __init__(self, transform: CmplxTransform, decoder: ComplexLoRALinear) -> None:
         super().__init__()
         self.transform, self.decoder = transform, decoder
 
@@ -313,8 +358,10 @@ class _Predictions(nn.Module):
         return self.decoder(self.transform(h))  # (B, T, V) complex
 
 
-class _MLMHead(nn.Module):
-    def __init__(self, predictions: _Predictions) -> None:
+class CmplxMLMHead(nn.Module):
+    """The MLM head (``predictions``); HF's ``BertOnlyMLMHead``."""
+
+    def __init__(self, predictions: CmplxPredictions) -> None:
         super().__init__()
         self.predictions = predictions
 
@@ -342,13 +389,13 @@ class CmplxBert(nn.Module):
 
     def __init__(
         self,
-        body: _Body,
+        body: CmplxBody,
         lora_config: ComplexLoRAConfig,
         model_config: CmplxBertConfig,
         hf_config,
         task: str,
         hf_class: str,
-        cls: _MLMHead | None = None,
+        cls: CmplxMLMHead | None = None,
         classifier: ComplexLoRALinear | None = None,
         classifier_dropout: float = 0.0,
     ) -> None:
