@@ -239,6 +239,8 @@ def _train_config(cfg: FinetuneConfig, seed: int, steps: int, per_epoch: int, ou
     gradient clipping at 1, one validation at the end, a checkpoint per epoch."""
     return TrainConfig(
         out_dir=str(out),
+        data=cfg.task,  # recorded only: FinetuneTask supplies the examples
+        text_field=cfg.text_field,
         max_steps=steps,
         batch_size=cfg.batch_size,
         lr=cfg.lr,
