@@ -46,15 +46,21 @@ from benchmarks._common import (
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-from complexformer.lora import ComplexLoRAConfig, trainable_parameter_counts  # noqa: E402
-from complexformer.models.cbert import complexify, find_minilm_dir, load_minilm  # noqa: E402
+from complexformer.cmplxbert import (  # noqa: E402
+    ComplexLoRAConfig,
+    complexify,
+    find_minilm_dir,
+    load_minilm,
+    trainable_parameter_counts,
+)
 
 SECTION = "cbert"
 DEFAULT_JSON = RESULTS_DIR / "cbert.json"
 SCORES = ("modulus", "real")
 SOURCES = [
-    "complexformer/models/cbert.py",
-    "complexformer/lora/layers.py",
+    "complexformer/cmplxbert/modeling.py",
+    "complexformer/cmplxbert/planar.py",
+    "complexformer/cmplxbert/layers.py",
     "complexformer/nn/functional.py",
     "benchmarks/cbert.py",
 ]
@@ -102,7 +108,7 @@ def measure_forward(args) -> tuple[list[dict], str]:
     fns["bert"] = fwd(real)
     for score in SCORES:
         base, _ = load_hf("BertModel", args.seed)  # complexify freezes/wraps it in place
-        cm = complexify(base, ComplexLoRAConfig(r=args.rank, attention_score=score)).eval()
+        cm = complexify(base, ComplexLoRAConfig(r=args.rank), attention_score=score).eval()
         fns[f"cmplx_{score}"] = fwd(cm)
     cpu: dict[str, list[float]] = {name: [] for name in fns}
 

@@ -7,12 +7,13 @@
 - :mod:`complexformer.nn`: complex-valued layers (positional encodings, multi-head attention,
   Transformer), so that ``import complexformer as ctorch; ctorch.nn.RotaryEmbedding(...)``
   runs code written for the complextorch API.
-- :mod:`complexformer.lora`: complex LoRA adapters (Tamburini, "Complexifying BERT using LoRA
-  adapters", CLiC-it 2024); ``complexformer.models.complexify`` applies them to a BERT.
+- :mod:`complexformer.cmplxbert`: CmplxBERT-LoRA, complex LoRA adapters on a pre-trained BERT
+  (Tamburini, "Complexifying BERT using LoRA adapters", CLiC-it 2024); imported on demand
+  (``from complexformer.cmplxbert import complexify``).
 """
 
-from . import attention, lora, losses, models, nn
+from . import attention, losses, models, nn
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "attention", "lora", "losses", "models", "nn"]
+__all__ = ["__version__", "attention", "losses", "models", "nn"]

@@ -219,8 +219,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     from .attention.registry import describe_schemes
+    from .cmplxbert.cli import add_cbert_parsers
     from .evaluation.cli import add_evaluate_parser
-    from .lora.cli import add_cbert_parsers
     from .reproduce.cli import add_reproduce_parser
 
     fmt = argparse.RawDescriptionHelpFormatter

@@ -29,7 +29,6 @@ from .bpe import (
 )
 from .cache import CACHE_ENV_VAR, cache_root
 from .corpus import Corpus, SplitStats
-from .docstrings import DocstringDataset, Example, build_docstring_dataset, load_jsonl_split
 from .files import FileCorpus, expand_text_glob, list_stdlib_files, stdlib_corpus, text_corpus
 from .hf import HFCorpus
 from .spec import DEFAULT_SPEC, DataSpec, load_corpus, parse_data_spec
@@ -45,10 +44,6 @@ from .tokens import (
 )
 
 __all__ = [
-    "DocstringDataset",
-    "Example",
-    "build_docstring_dataset",
-    "load_jsonl_split",
     "CACHE_ENV_VAR",
     "DEFAULT_FRACTIONS",
     "DEFAULT_SPEC",

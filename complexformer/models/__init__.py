@@ -1,14 +1,11 @@
 """Models: the ComplexFormer language model and its configuration."""
 
-from .cbert import CmplxBert, CmplxBertOutput, complexify
 from .config import PRESETS, GPTConfig, preset_config
 from .lm import ComplexFormerLM, LMOutput
 from .report import format_parameter_report, parameter_report
 from .vit import ViT
 
 __all__ = [
-    "CmplxBert",
-    "CmplxBertOutput",
     "PRESETS",
     "ComplexFormerLM",
     "GPTConfig",
@@ -16,6 +13,5 @@ __all__ = [
     "ViT",
     "format_parameter_report",
     "parameter_report",
-    "complexify",
     "preset_config",
 ]

@@ -29,7 +29,13 @@ from torch import Tensor
 from complexformer.attention.functional import attention as _real_sdpa
 from complexformer.attention.functional import causal_mask
 
-from ._utils import as_complex_interleaved, as_real_interleaved, check_choice, real_dtype
+from ._utils import (
+    as_complex_interleaved,
+    as_real_interleaved,
+    check_choice,
+    lift_complex,
+    real_dtype,
+)
 
 __all__ = [
     "SCORES",
@@ -45,7 +51,9 @@ __all__ = [
     "crelu",
     "inverse_frequencies",
     "layer_norm",
+    "lift_complex",
     "modrelu",
+    "modulus_attention",
     "planar_layer_norm",
     "position_phasor",
     "rms_norm",
@@ -513,6 +521,68 @@ def _polar_weights(ri: Tensor, bias: Tensor | None, phase: bool) -> tuple[Tensor
     return a, (a * _SafeReciprocal.apply(m) if phase else None)
 
 
+def modulus_attention(
+    qq: Tensor,
+    k: Tensor,
+    v: Tensor,
+    bias: Tensor | None = None,
+    dropout_p: float = 0.0,
+    buffers: tuple[Tensor, Tensor, Tensor] | None = None,
+) -> tuple[Tensor, Tensor]:
+    """softmax(|S| + bias)·V, the modulus score of complex attention (Eilers & Jiang 2023), on
+    real features, in any feature layout.
+
+    The caller supplies the stacked, scaled queries: ``qq[..., 0, :, :]`` · kᵀ must give Re S and
+    ``qq[..., 1, :, :]`` · kᵀ Im S (for interleaved (re, im) features, the rows of q and of -j·q;
+    for [Re | Im] features, [Qr, Qi] and [Qi, -Qr]). Re S and Im S come from ONE batched GEMM;
+    the real weights multiply the real features of V (e.g. [Vr, Vi]) in one more.
+
+    Args:
+        qq: real (B, H, 2, Tq, F) stacked scaled queries.
+        k: real (B, H, Tk, F) keys.
+        v: real (B, H, Tk, Fv) values.
+        bias: additive bias broadcastable to (B, H, Tq, Tk) (-inf = masked; a row with every
+            key masked gets zero weights).
+        dropout_p: dropout on the weights.
+        buffers: without autograd only: preallocated contiguous (scores (B, H, 2, Tq, Tk),
+            weights (B, H, Tq, Tk), output (B, H, Tq, Fv)) into which every step is computed in
+            place (no fresh T x T tensors; |S| as sqrt(Re² + Im²)). The output buffer may share
+            memory with ``qq`` (written only after the scores).
+
+    Returns:
+        (output (B, H, Tq, Fv), the pre-dropout weights (B, H, Tq, Tk)).
+    """
+    b, h, _, t_q, f = qq.shape
+    t_k = k.shape[-2]
+    if buffers is None:
+        ri = (qq.flatten(-3, -2) @ k.transpose(-2, -1)).unflatten(-2, (2, t_q))  # (.., 2, Tq, Tk)
+        a, _ = _polar_weights(ri, bias, phase=False)  # softmax(|S| + bias)
+        w = F.dropout(a, dropout_p) if dropout_p > 0.0 else a
+        return w.to(v.dtype) @ v, a
+    if torch.is_grad_enabled():
+        raise ValueError("modulus_attention: buffers are for inference only (no autograd)")
+    scores, weights, out = buffers
+    ri = torch.bmm(
+        qq.reshape(b * h, 2 * t_q, f),
+        k.reshape(b * h, t_k, f).transpose(1, 2),
+        out=scores.view(b * h, 2 * t_q, t_k),
+    ).view(b, h, 2, t_q, t_k)
+    re, im = ri[:, :, 0], ri[:, :, 1]
+    a = torch.mul(re, re, out=weights)  # |S| = sqrt(Re² + Im²)
+    a.addcmul_(im, im).sqrt_()
+    if bias is None:
+        torch.softmax(a, -1, out=a)
+    else:
+        a = _masked_softmax(a, bias)
+    w = F.dropout(a, dropout_p) if dropout_p > 0.0 else a
+    o = torch.bmm(
+        w.reshape(b * h, t_q, t_k),
+        v.reshape(b * h, t_k, v.shape[-1]),
+        out=out.view(b * h, t_q, v.shape[-1]),
+    )
+    return o.view(b, h, t_q, v.shape[-1]), a
+
+
 def complex_softmax(logits: Tensor, score: str, bias: Tensor | None = None) -> Tensor:
     """Attention weights from scaled complex scores S = Q K^H / sqrt(d) over the last dim.
 
@@ -623,6 +693,9 @@ def scaled_dot_product_attention(
     qs = torch.view_as_real(q) * scale  # (B, H, Tq, d_k, 2): scaled (Re q, Im q)
     rot = torch.stack((qs[..., 1], -qs[..., 0]), -1)  # -j q = Im q - j Re q, scaled
     qq = torch.stack([qs, rot], dim=-4).flatten(-2)  # (B, H, 2, Tq, 2d_k)
+    if score == "modulus":  # real weights: (Re V, Im V) in one real GEMM
+        out, a = modulus_attention(qq, kr, vr, bias, dropout_p)
+        return as_complex_interleaved(out), (a if need_weights else None)
     ri = (qq.flatten(-3, -2) @ kt).unflatten(-2, (2, t_q))  # (B, H, 2, Tq, Tk)
     bias2 = None if bias is None else bias.unsqueeze(-3)  # broadcast over (Re, Im)
     if score == "split":  # two real softmaxes, two independent dropout masks
@@ -630,10 +703,7 @@ def scaled_dot_product_attention(
         weights = torch.complex(w[..., 0, :, :], w[..., 1, :, :]) if need_weights else None
         w = drop(w)
     else:
-        a, sc = _polar_weights(ri, bias, phase=score == "phase")
-        if score == "modulus":  # real weights: (Re V, Im V) in one real GEMM
-            out = as_complex_interleaved(drop(a).to(vr.dtype) @ vr)
-            return out, (a if need_weights else None)
+        a, sc = _polar_weights(ri, bias, phase=True)
         # phase: a S/|S| = (a/|S|) (Re S + j Im S); one dropout mask for both parts
         weights = (
             torch.complex(ri[..., 0, :, :] * sc, ri[..., 1, :, :] * sc) if need_weights else None

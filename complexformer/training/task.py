@@ -4,7 +4,7 @@ everything else (optimizer, schedule, accumulation, clipping, DDP, checkpoints, 
 metrics, progress).
 
 :class:`LMTask` is the ComplexFormer language model (next-token loss plus PCL);
-:class:`complexformer.lora.mlm.MLMTask` is continued masked-language-model pre-training of a
+:class:`complexformer.cmplxbert.mlm.MLMTask` is continued masked-language-model pre-training of a
 complexified BERT.
 """
 

@@ -24,7 +24,6 @@ LAYERS: dict[str, int] = {
     "retrofit": 5,
     "hf": 5,
     "compat": 5,
-    "lora": 5,
     "reproduce": 6,
     "_top": 7,  # complexformer/__init__.py, __main__.py, cli.py
 }

@@ -146,7 +146,7 @@ def save_tiny_bert_dir(directory, kind: str = "BertModel", seed: int = 0, **kw):
     Returns:
         The directory (a local Hugging Face BERT: config.json, weights, tokenizer files).
     """
-    from complexformer.models.cbert import load_minilm
+    from complexformer.cmplxbert import load_minilm
 
     _, tok = load_minilm("BertModel")
     model = tiny_model(

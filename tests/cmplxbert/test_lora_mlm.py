@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from complexformer.lora import ComplexLoRAConfig
-from complexformer.lora.mlm import MLMTask, mask_tokens, masking_generator
-from complexformer.lora.pretrained import is_cmplxbert_dir, load_cmplxbert
+from complexformer.cmplxbert import CmplxBertConfig, ComplexLoRAConfig
+from complexformer.cmplxbert.loading import is_cmplxbert_dir, load_cmplxbert
+from complexformer.cmplxbert.mlm import MLMTask, mask_tokens, masking_generator
 from complexformer.training import TrainConfig, train_task
 from tests.cmplxbert.lora_testlib import save_tiny_bert_dir, write_docstring_corpus
 
@@ -141,7 +141,8 @@ def test_mlm_loss_goes_down_on_minilm_in_modulus_mode(mlm_setup, tmp_path, monke
     continued MLM pre-training lower the held-out MLM loss (same masked positions)."""
     root, spec, _ = mlm_setup
     monkeypatch.setenv("COMPLEXFORMER_CACHE", str(root / "cache"))
-    cfg = ComplexLoRAConfig(r=4, attention_score="modulus", head_output="modulus")
+    cfg = ComplexLoRAConfig(r=4)
+    mc = CmplxBertConfig(attention_score="modulus", head_output="modulus")
     tc = _tc(
         tmp_path / "m",
         spec,
@@ -153,13 +154,13 @@ def test_mlm_loss_goes_down_on_minilm_in_modulus_mode(mlm_setup, tmp_path, monke
         eval_blocks=8,
     )
     losses = []
-    task = MLMTask("minilm", cfg, max_len=32)
+    task = MLMTask("minilm", cfg, mc, max_len=32)
     summary = train_task(
         task, tc, log=None, callback=lambda info: losses.append(info["train_loss"])
     )
     # validation loss of the untrained complexified model on the same masked blocks
     torch.manual_seed(0)
-    fresh = MLMTask("minilm", cfg, max_len=32)
+    fresh = MLMTask("minilm", cfg, mc, max_len=32)
     fresh.tokenizer, fresh.val_tokens, fresh.special_ids = (
         task.tokenizer,
         task.val_tokens,

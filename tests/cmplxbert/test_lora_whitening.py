@@ -4,7 +4,7 @@ Full 2x2 whitening gives the imaginary channel unit variance whatever its size, 
 the first update of a model complexified from a real one, a nearly-zero Im is blown up to the
 size of Re (by up to 1/sqrt(eps); BERT's eps is 1e-12). Scalar whitening keeps Im's relative
 size. The fast test shows the effect on a tiny model; the slow one (``pytest -m slow -s
-tests/lora/test_lora_whitening.py``) measures the MLM loss right after the first optimizer
+tests/cmplxbert/test_lora_whitening.py``) measures the MLM loss right after the first optimizer
 steps on the packaged pre-trained MiniLM, for both whitening choices and both score modes
 (the numbers quoted in docs/cmplxbert.md).
 """
@@ -20,7 +20,7 @@ from tests.cmplxbert.lora_testlib import batch, mask_tokens, tiny_model
 
 pytest.importorskip("transformers")
 
-from complexformer.models.cbert import complexify, find_minilm_dir  # noqa: E402
+from complexformer.cmplxbert import complexify, find_minilm_dir  # noqa: E402
 
 
 def _im_over_re(z: torch.Tensor) -> float:

@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from .._atomic import atomic_output
+from complexformer._atomic import atomic_output
+
 from .layers import ComplexLoRAEmbedding
 
 __all__ = ["embedding_components", "imaginary_energy_share", "plot_embedding_scatter"]
@@ -51,12 +52,12 @@ def embedding_components(model: nn.Module, n: int = 2000, seed: int = 0) -> Tens
     Tamburini (2024), Figure 1: the components of the complexified word embeddings, plotted
     in the complex plane. Entry (i, k) of the matrix is E[i, k] + s·Σ_r A[i, r]·conj(B[k, r]),
     where E is the frozen real table of the wrapped ``nn.Embedding`` and A, B, s the adapter
-    of the :class:`~complexformer.lora.ComplexLoRAEmbedding` (see its ``delta_weight``); only
+    of the :class:`~complexformer.cmplxbert.ComplexLoRAEmbedding` (see its ``delta_weight``); only
     the sampled entries are computed.
 
     Args:
         model: a ``CmplxBert`` (its ``bert.embeddings.word_embeddings`` is used) or a
-            :class:`~complexformer.lora.ComplexLoRAEmbedding`.
+            :class:`~complexformer.cmplxbert.ComplexLoRAEmbedding`.
         n: number of components; sampled without replacement from the num × dim entries
             (all of them, in random order, if n is larger).
         seed: seed of the ``torch.Generator`` used for the sampling; the same seed and

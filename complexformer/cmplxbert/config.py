@@ -1,31 +1,36 @@
-"""Configuration of complex LoRA adapters (CmplxBERT-LoRA, Tamburini 2024).
+"""Configuration of CmplxBERT-LoRA (Tamburini 2024): the adapters and the complex model.
 
 F. Tamburini, "Complexifying BERT using LoRA adapters", CLiC-it 2024: every targeted real
 weight W of a pre-trained model is frozen and a complex low-rank update A·Bᴴ plus a complex
 bias is added, y = (W + A·Bᴴ)·x + (b + b_c) (sec. 3.1, eq. for the LoRA-adapted linear
-layer), so that the model maps complex inputs to complex outputs. The dataclass below holds
-every choice of that construction; it is saved as ``adapter_config.json`` next to the
-adapters (:func:`complexformer.lora.save_adapters`).
+layer), so that the model maps complex inputs to complex outputs. Two dataclasses hold the
+choices: :class:`ComplexLoRAConfig`, the adapters (rank, scale, dropout, init, which layers),
+and :class:`CmplxBertConfig`, the complex model around them (attention score, head output,
+LayerNorm whitening, which parts train). Both are saved in ``adapter_config.json`` next to the
+adapters (:func:`complexformer.cmplxbert.save_adapters`); :func:`split_config_dict` reads the
+older files that kept every field in one ``"lora"`` object.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import json
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from complexformer._config import ConfigBase, unknown_key_error
+
 __all__ = [
     "ATTENTION_SCORES",
     "DEFAULT_TARGET_MODULES",
+    "CmplxBertConfig",
     "HEAD_OUTPUTS",
     "INITS",
     "TRAIN_HEADS",
     "WHITEN_CHOICES",
     "ComplexLoRAConfig",
+    "split_config_dict",
+    "split_overrides",
+    "target_matches",
 ]
 
 ATTENTION_SCORES = ("modulus", "real")
@@ -54,16 +59,16 @@ DEFAULT_TARGET_MODULES = (
 )
 
 
-def _choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+def _choice(value: Any, name: str, choices: tuple[str, ...], where: str) -> str:
     if value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"ComplexLoRAConfig: unknown {name} {value!r}; allowed: {allowed}")
+        raise ValueError(f"{where}: unknown {name} {value!r}; allowed: {allowed}")
     return value
 
 
 @dataclass
-class ComplexLoRAConfig:
-    """How a real model is complexified with complex LoRA adapters (Tamburini 2024).
+class ComplexLoRAConfig(ConfigBase):
+    """The complex LoRA adapters of a complexified model (Tamburini 2024).
 
     Each targeted frozen real layer becomes y = (W + s·A·Bᴴ)·x + (b + b_c) with s = alpha/r,
     A (out × r) and B (in × r) complex, b_c complex (eq. of sec. 3.1); embeddings become
@@ -94,25 +99,6 @@ class ComplexLoRAConfig:
             docstring task (MiniLM, lr 1e-3, 80 updates) this kept fine-tuning at the
             majority class (test accuracy 0.14) while ``"zero_a"`` reached 0.5.
         complex_bias: add the complex bias b_c (init 0) to every adapted linear.
-        attention_score: ``"modulus"``: softmax(|Q·Kᴴ|/√d)·V (the paper, after Eilers &
-            Jiang 2023); ``"real"``: softmax(Re(Q·Kᴴ)/√d)·V, which reproduces the real model
-            exactly at step 0.
-        head_output: how a head's complex output becomes real logits: ``"modulus"`` (the
-            paper) or ``"real"`` (Re; exact reproduction of the real model at step 0).
-        whiten: complex LayerNorm whitening, ``"scalar"`` (default) or ``"full"`` (Trabelsi's
-            2×2 covariance whitening, as the paper). Both equal the original LayerNorm on a
-            real input; see docs/cmplxbert.md for why ``"scalar"`` is the default.
-        layer_norm_eps: eps of the complex LayerNorms; ``None`` keeps the model's own
-            (``layer_norm_eps``, 1e-12 for BERT).
-        train_norms: train the complex LayerNorm affines (2×2 weight and complex bias).
-        train_heads: ``"adapters"`` (default): the heads' (pooler, MLM transform/decoder,
-            classifier) adapters and complex biases train, their real weights stay frozen;
-            ``"full"``: their real weights and biases train too (except the MLM decoder
-            weight, which is tied to the frozen word embeddings); ``"none"``: heads frozen.
-        add_mlm_head: give a model without an MLM head (e.g. a plain ``BertModel``) a fresh
-            one, initialised as transformers' ``BertOnlyMLMHead`` with the decoder tied to
-            the word embeddings; its real weights are new, so they train and are saved with
-            the adapters.
     """
 
     r: int = 8
@@ -122,13 +108,8 @@ class ComplexLoRAConfig:
     init: str = "zero_b"
     embedding_init: str = "zero_a"
     complex_bias: bool = True
-    attention_score: str = "modulus"
-    head_output: str = "modulus"
-    whiten: str = "scalar"
-    layer_norm_eps: float | None = None
-    train_norms: bool = True
-    train_heads: str = "adapters"
-    add_mlm_head: bool = False
+
+    _what = "ComplexLoRAConfig field"
 
     def __post_init__(self) -> None:
         if isinstance(self.r, bool) or not isinstance(self.r, int) or self.r <= 0:
@@ -169,24 +150,12 @@ class ComplexLoRAConfig:
                     f"suffixes or a regex string, got {self.target_modules!r}"
                 )
             self.target_modules = tm
-        _choice(self.init, "init", INITS)
-        _choice(self.embedding_init, "embedding_init", INITS)
-        _choice(self.attention_score, "attention_score", ATTENTION_SCORES)
-        _choice(self.head_output, "head_output", HEAD_OUTPUTS)
-        _choice(self.whiten, "whiten", WHITEN_CHOICES)
-        _choice(self.train_heads, "train_heads", TRAIN_HEADS)
-        if self.layer_norm_eps is not None and not (
-            isinstance(self.layer_norm_eps, (int, float)) and self.layer_norm_eps > 0
-        ):
+        _choice(self.init, "init", INITS, "ComplexLoRAConfig")
+        _choice(self.embedding_init, "embedding_init", INITS, "ComplexLoRAConfig")
+        if not isinstance(self.complex_bias, bool):
             raise ValueError(
-                f"ComplexLoRAConfig: layer_norm_eps must be > 0 or None, got "
-                f"{self.layer_norm_eps!r}"
+                f"ComplexLoRAConfig: complex_bias must be a bool, got {self.complex_bias!r}"
             )
-        for name in ("complex_bias", "train_norms", "add_mlm_head"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(
-                    f"ComplexLoRAConfig: {name} must be a bool, got {getattr(self, name)!r}"
-                )
 
     # ------------------------------------------------------------------ derived
 
@@ -199,49 +168,92 @@ class ComplexLoRAConfig:
         """Whether the module called ``name`` gets an adapter."""
         return target_matches(self.target_modules, name)
 
-    # ------------------------------------------------------------------ (de)serialisation
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+@dataclass
+class CmplxBertConfig(ConfigBase):
+    """The complex model built around the adapters by
+    :func:`~complexformer.cmplxbert.complexify` (Tamburini 2024, sec. 3.3-3.6).
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+    Args:
+        attention_score: ``"modulus"``: softmax(|Q·Kᴴ|/√d)·V (the paper, after Eilers &
+            Jiang 2023); ``"real"``: softmax(Re(Q·Kᴴ)/√d)·V, which reproduces the real model
+            exactly at step 0.
+        head_output: how a head's complex output becomes real logits: ``"modulus"`` (the
+            paper) or ``"real"`` (Re; exact reproduction of the real model at step 0).
+        whiten: complex LayerNorm whitening, ``"scalar"`` (default) or ``"full"`` (Trabelsi's
+            2×2 covariance whitening, as the paper). Both equal the original LayerNorm on a
+            real input; see docs/cmplxbert.md for why ``"scalar"`` is the default.
+        layer_norm_eps: eps of the complex LayerNorms; ``None`` keeps the model's own
+            (``layer_norm_eps``, 1e-12 for BERT).
+        train_norms: train the complex LayerNorm affines (2×2 weight and complex bias).
+        train_heads: ``"adapters"`` (default): the heads' (pooler, MLM transform/decoder,
+            classifier) adapters and complex biases train, their real weights stay frozen;
+            ``"full"``: their real weights and biases train too (except the MLM decoder
+            weight, which is tied to the frozen word embeddings); ``"none"``: heads frozen.
+        add_mlm_head: give a model without an MLM head (e.g. a plain ``BertModel``) a fresh
+            one, initialised as transformers' ``BertOnlyMLMHead`` with the decoder tied to
+            the word embeddings; its real weights are new, so they train and are saved with
+            the adapters.
+    """
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ComplexLoRAConfig:
-        """Build a config from a dict; unknown keys raise a ValueError naming the closest."""
-        if not isinstance(data, dict):
-            raise ValueError(f"ComplexLoRAConfig: expected a dict, got {type(data).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = [k for k in data if k not in names]
-        if unknown:
-            hints = []
-            for k in unknown:
-                close = difflib.get_close_matches(str(k), names, n=2, cutoff=0.5)
-                hints.append(
-                    f"{k!r}"
-                    + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
-                )
-            raise ValueError(
-                f"ComplexLoRAConfig: unknown key(s) {', '.join(hints)}; allowed: {', '.join(names)}"
-            )
-        return cls(**data)
+    attention_score: str = "modulus"
+    head_output: str = "modulus"
+    whiten: str = "scalar"
+    layer_norm_eps: float | None = None
+    train_norms: bool = True
+    train_heads: str = "adapters"
+    add_mlm_head: bool = False
 
-    @classmethod
-    def from_json(cls, text: str) -> ComplexLoRAConfig:
-        return cls.from_dict(json.loads(text))
+    _what = "CmplxBertConfig field"
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the JSON atomically (temporary file + rename)."""
-        from .io import atomic_write_text
+    def __post_init__(self) -> None:
+        w = "CmplxBertConfig"
+        _choice(self.attention_score, "attention_score", ATTENTION_SCORES, w)
+        _choice(self.head_output, "head_output", HEAD_OUTPUTS, w)
+        _choice(self.whiten, "whiten", WHITEN_CHOICES, w)
+        _choice(self.train_heads, "train_heads", TRAIN_HEADS, w)
+        eps = self.layer_norm_eps
+        if eps is not None and (
+            isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0
+        ):
+            raise ValueError(f"{w}: layer_norm_eps must be > 0 or None, got {eps!r}")
+        for name in ("train_norms", "add_mlm_head"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{w}: {name} must be a bool, got {getattr(self, name)!r}")
 
-        atomic_write_text(path, self.to_json() + "\n")
 
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> ComplexLoRAConfig:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        return cls.from_dict(data["lora"] if "lora" in data else data)
+def split_overrides(
+    overrides: dict[str, Any], where: str = "complexify"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Field overrides -> (those of :class:`ComplexLoRAConfig`, those of
+    :class:`CmplxBertConfig`).
+
+    Raises:
+        ValueError: a key of neither, naming the closest field names.
+    """
+    lora_names, model_names = ComplexLoRAConfig.field_names(), CmplxBertConfig.field_names()
+    unknown = [k for k in overrides if k not in lora_names and k not in model_names]
+    if unknown:
+        e = unknown_key_error(unknown, lora_names + model_names, "config field")
+        raise ValueError(f"{where}: {e}")
+    lora = {k: v for k, v in overrides.items() if k in lora_names}
+    model = {k: v for k, v in overrides.items() if k in model_names}
+    return lora, model
+
+
+def split_config_dict(meta: dict[str, Any]) -> tuple[ComplexLoRAConfig, CmplxBertConfig]:
+    """The two configs recorded in a saved file (``adapter_config.json``, ``cmplxbert.json``).
+
+    Current files hold the adapter fields under ``"lora"`` and the model fields under
+    ``"cmplxbert"``; older files kept every field under ``"lora"``, which is split here.
+    """
+    lora = dict(meta.get("lora", {}))
+    model = dict(meta.get("cmplxbert", {}))
+    moved = {k: lora.pop(k) for k in list(lora) if k in CmplxBertConfig.field_names()}
+    lora_kw, _ = split_overrides(lora, "saved config")
+    model_kw = {**moved, **model}
+    CmplxBertConfig.check_keys(model_kw)
+    return ComplexLoRAConfig.from_dict(lora_kw), CmplxBertConfig.from_dict(model_kw)
 
 
 def target_matches(target_modules: list[str] | tuple[str, ...] | str, name: str) -> bool:

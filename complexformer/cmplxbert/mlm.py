@@ -10,6 +10,7 @@ brings checkpoints, exact resume, progress, metrics and torchrun.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,13 +19,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..data import EvalBlocks, Tokenizer, load_corpus, load_token_splits
-from ..training.checkpoint import atomic_write_text
-from ..training.dist import all_reduce_sum, rank0_first
-from ..training.task import StepLoss, TrainTask
-from .config import ComplexLoRAConfig
+from complexformer._atomic import atomic_write_text
+from complexformer._optional import require
+from complexformer.data import EvalBlocks, Tokenizer, load_corpus, load_token_splits
+from complexformer.training.dist import all_reduce_sum, rank0_first
+from complexformer.training.task import StepLoss, TrainTask
+
+from .complexify import complexify
+from .config import CmplxBertConfig, ComplexLoRAConfig
 from .io import trainable_parameter_counts
-from .pretrained import load_hf_bert, resolve_base, save_cmplxbert
+from .loading import load_hf_bert, resolve_base, save_cmplxbert
 
 __all__ = ["MLMTask", "mask_tokens", "masking_generator"]
 
@@ -98,7 +102,8 @@ def mask_tokens(
 
 
 class MLMTask(TrainTask):
-    """Continued MLM pre-training of ``complexify(base, lora_config)`` on a corpus.
+    """Continued MLM pre-training of ``complexify(base, lora_config, model_config)`` on a
+    corpus.
 
     Training sequences are ``[CLS] + block + [SEP]`` for blocks of ``max_len - 2`` consecutive
     tokens of the packed corpus (documents separated by ``[SEP]``), masked by
@@ -109,8 +114,10 @@ class MLMTask(TrainTask):
 
     Args:
         base: the real BERT (hub name, local directory, or ``minilm``).
-        lora_config: how to complexify it (``add_mlm_head`` is decided here: a base without
-            MLM head weights gets a new head, trained).
+        lora_config: the adapters.
+        model_config: the complex model (default :class:`CmplxBertConfig`;
+            ``add_mlm_head`` is decided here: a base without MLM head weights gets a new
+            head, trained).
         max_len: sequence length in tokens, [CLS] and [SEP] included (<= the model's
             ``max_position_embeddings``).
         mlm_probability: BERT's 0.15.
@@ -122,6 +129,7 @@ class MLMTask(TrainTask):
         self,
         base: str,
         lora_config: ComplexLoRAConfig,
+        model_config: CmplxBertConfig | None = None,
         max_len: int = 128,
         mlm_probability: float = 0.15,
     ) -> None:
@@ -130,6 +138,7 @@ class MLMTask(TrainTask):
         self.base = base
         self.base_path = resolve_base(base)
         self.lora_config = lora_config
+        self.model_config = CmplxBertConfig() if model_config is None else model_config
         self.max_len = int(max_len)
         self.mlm_probability = float(mlm_probability)
         self.tokenizer: Tokenizer | None = None
@@ -190,26 +199,25 @@ class MLMTask(TrainTask):
             "base": self.base,
             "max_len": self.max_len,
             "mlm_probability": self.mlm_probability,
-            "lora": self.lora_config.to_dict(),
+            # both configs under "lora", as runs have recorded them (so runs resume)
+            "lora": {**self.lora_config.to_dict(), **self.model_config.to_dict()},
         }
 
     def build_model(self) -> nn.Module:
-        from ..models.cbert import complexify
-
         hf, new_head = load_hf_bert(self.base_path, "mlm")
         limit = hf.config.max_position_embeddings
         if self.max_len > limit:
             raise ValueError(
                 f"max_len {self.max_len} exceeds the base model's max_position_embeddings {limit}"
             )
-        cfg = ComplexLoRAConfig.from_dict({**self.lora_config.to_dict(), "add_mlm_head": new_head})
         self.new_head = new_head
-        return complexify(hf, cfg).train()
+        model_config = self.model_config.replace(add_mlm_head=new_head)
+        return complexify(hf, self.lora_config, model_config).train()
 
     def describe(self, model) -> str:
         t, a = trainable_parameter_counts(model)
         head = "new MLM head (trained)" if self.new_head else "pre-trained MLM head"
-        c = model.lora_config
+        c = model.model_config
         return (
             f"model: {model.name} from {self.base} ({head}); attention_score="
             f"{c.attention_score}, head_output={c.head_output}, whiten={c.whiten}\n"
@@ -218,8 +226,6 @@ class MLMTask(TrainTask):
         )
 
     def write_run_files(self, out: Path, fresh: bool) -> None:
-        import json
-
         atomic_write_text(out / "config.json", json.dumps(self.config_dict(), indent=2) + "\n")
 
     # -- loss and evaluation ---------------------------------------------------------------
@@ -296,8 +302,6 @@ def mlm_loss(
 def _bert_tokenizer(path: str) -> Tokenizer:
     """The base's Hugging Face tokenizer, with ``[SEP]`` (its sep_token) as the separator
     appended after every document of the packed corpus."""
-    from .._optional import require
-
     transformers = require("transformers", "hf", "MLM pre-training")
     kw = {"local_files_only": True} if Path(path).exists() else {}
     hf = transformers.AutoTokenizer.from_pretrained(path, **kw)

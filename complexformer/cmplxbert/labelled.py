@@ -4,7 +4,7 @@ Face dataset, or local CSV / JSONL files with a text and a label column.
 Task specs:
 
 - ``docstrings``: which standard-library module a docstring comes from
-  (:mod:`complexformer.data.docstrings`; offline, built from the running interpreter).
+  (:mod:`complexformer.cmplxbert.docstrings`; offline, built from the running interpreter).
 - ``hf:NAME[:CONFIG]``: a Hugging Face dataset (``datasets.load_dataset``; needs the ``hf``
   extra and, for hub names, a network). Splits ``train``, ``validation`` and ``test``; a test
   split without labels (label -1, as in GLUE) is replaced by the validation split, and a
@@ -26,6 +26,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from complexformer._optional import require
+
+from .docstrings import build_docstring_dataset
+from .metrics import classification_metrics
 
 __all__ = ["ClassificationTask", "load_classification_task"]
 
@@ -52,8 +57,6 @@ class ClassificationTask:
 
     def majority_baseline(self, split: str = "test") -> dict[str, Any]:
         """Accuracy and macro-F1 of always predicting the most frequent *train* label."""
-        from ..lora.metrics import classification_metrics
-
         train = Counter(self.splits["train"][1])
         top = min(train, key=lambda k: (-train[k], k))
         y = self.splits[split][1]
@@ -125,8 +128,6 @@ def load_classification_task(
         ValueError: an unusable file, missing columns, or fewer than two classes.
     """
     if spec == "docstrings":
-        from .docstrings import build_docstring_dataset
-
         ds = build_docstring_dataset()
         ids = {lab: i for i, lab in enumerate(ds.labels)}
         splits = {
@@ -184,8 +185,6 @@ def load_classification_task(
 
 
 def _load_hf(spec: str, text_field: str, label_field: str) -> ClassificationTask:
-    from .._optional import require
-
     datasets = require("datasets", "hf", "Hugging Face datasets")
     name, _, config = spec[3:].partition(":")
     ds = datasets.load_dataset(name, config or None)

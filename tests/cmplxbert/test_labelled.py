@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from complexformer.data.labelled import load_classification_task
+from complexformer.cmplxbert.labelled import load_classification_task
 
 
 def _jsonl(path, rows):

@@ -11,35 +11,45 @@ split. Each finished (model, seed) run is saved as JSON at once; a rerun skips i
 from __future__ import annotations
 
 import json
-import math
 import random
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
-from .._report import markdown_table, write_json, write_report
-from ..data.labelled import ClassificationTask, load_classification_task
-from ..training.optim import lr_factor
-from .config import ComplexLoRAConfig
+from complexformer._optional import require
+from complexformer._report import markdown_table, write_json, write_report
+from complexformer._runtime import cpu_settings
+from complexformer.nn import functional as CF
+from complexformer.training import METRICS_FILE, TrainConfig, train_task
+from complexformer.training.checkpoint import CHECKPOINTS_DIR
+
+from .complexify import complexify
+from .config import CmplxBertConfig, ComplexLoRAConfig
+from .finetune_task import FinetuneTask
 from .io import trainable_parameter_counts
-from .metrics import classification_metrics, mean_std
-from .pretrained import (
+from .labelled import ClassificationTask, load_classification_task
+from .loading import (
     is_cmplxbert_dir,
     load_cmplxbert,
     load_hf_bert,
     read_cmplxbert_meta,
     resolve_base,
 )
+from .metrics import classification_metrics, mean_std
+from .real import add_real_lora
 
 __all__ = ["MODEL_KINDS", "FinetuneConfig", "build_classifier", "finetune"]
 
 MODEL_KINDS = ("cmplxbert", "real", "real-lora")
+#: settings that do not change a single run (left out of its config.json).
+_NOT_RUN_SETTINGS = ("models", "seeds", "num_threads", "device")
 #: linear layers that get real LoRA adapters (the encoder's, as the complex adapters).
 REAL_LORA_TARGETS = (
     r".*(query|key|value|attention\.output\.dense|intermediate\.dense|"
@@ -52,7 +62,7 @@ class FinetuneConfig:
     """Settings of :func:`finetune` (defaults: the paper's 2 epochs at lr 1e-4).
 
     Attributes:
-        task: the data spec (:func:`complexformer.data.labelled.load_classification_task`).
+        task: the data spec (:func:`complexformer.cmplxbert.labelled.load_classification_task`).
         models: which of ``cmplxbert``, ``real``, ``real-lora`` to fine-tune.
         seeds: one run per seed and model (init of new heads, adapters, data order, dropout).
         epochs: passes over the training split.
@@ -146,9 +156,6 @@ def build_classifier(
     - ``real-lora``: the real BERT frozen, real LoRA of rank ``real_lora_rank`` on the
       encoder's linears; LayerNorms and the new classifier train (as in the complex model).
     """
-    from ..models.cbert import complexify
-    from .real import add_real_lora
-
     if kind == "cmplxbert":
         if is_cmplxbert_dir(model_path):
             model = load_cmplxbert(model_path, "classification", num_labels)[0]
@@ -156,9 +163,8 @@ def build_classifier(
             hf, _ = load_hf_bert(model_path, "classification", num_labels)
             model = complexify(
                 hf,
-                ComplexLoRAConfig(
-                    r=cfg.rank, attention_score=cfg.attention_score, head_output=cfg.head_output
-                ),
+                ComplexLoRAConfig(r=cfg.rank),
+                CmplxBertConfig(attention_score=cfg.attention_score, head_output=cfg.head_output),
             )
         model.classifier.base_layer.requires_grad_(True)  # new weights: they must learn
         return model
@@ -211,10 +217,6 @@ class MeanPooled(nn.Module):
         self.model = model
 
     def forward(self, input_ids, attention_mask, labels=None):
-        from types import SimpleNamespace
-
-        from ..nn import functional as CF
-
         m = self.model
         w = attention_mask.unsqueeze(-1)  # (B, T, 1)
         if hasattr(m, "lora_config"):  # CmplxBert
@@ -231,94 +233,67 @@ class MeanPooled(nn.Module):
 
 
 # ------------------------------------------------------------------------------- training
-def _batches(ids: list[list[int]], labels: list[int], order: list[int], bs: int, pad_id: int):
-    for i in range(0, len(order), bs):
-        idx = order[i : i + bs]
-        t = max(len(ids[j]) for j in idx)
-        x = torch.full((len(idx), t), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(idx), t), dtype=torch.long)
-        for row, j in enumerate(idx):
-            x[row, : len(ids[j])] = torch.tensor(ids[j])
-            mask[row, : len(ids[j])] = 1
-        yield x, mask, torch.tensor([labels[j] for j in idx])
+def _train_config(cfg: FinetuneConfig, seed: int, steps: int, per_epoch: int, out: Path):
+    """The shared loop's settings for one run: AdamW (betas 0.9/0.999, eps 1e-8) with the
+    loop's weight-decay rule, linear warm-up over ``warmup_frac`` then linear decay to 0,
+    gradient clipping at 1, one validation at the end, a checkpoint per epoch."""
+    return TrainConfig(
+        out_dir=str(out),
+        data=cfg.task,  # recorded only: FinetuneTask supplies the examples
+        text_field=cfg.text_field,
+        max_steps=steps,
+        batch_size=cfg.batch_size,
+        lr=cfg.lr,
+        warmup_frac=cfg.warmup_frac,
+        min_lr_ratio=0.0,
+        schedule="linear",
+        weight_decay=cfg.weight_decay,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        grad_clip=1.0,
+        eval_every=steps,
+        eval_blocks=None,
+        log_every=1,
+        save_every=per_epoch,
+        keep_last=1,
+        seed=seed,
+        device=cfg.device,
+        num_threads=cfg.num_threads,
+    )
 
 
-@torch.no_grad()
-def predict(
-    model: nn.Module, ids: list[list[int]], pad_id: int, device: torch.device, batch_size: int = 64
-) -> list[int]:
-    """Argmax class of every example."""
-    was = model.training
-    model.eval()
-    out: list[int] = []
-    try:
-        order = list(range(len(ids)))
-        for x, m, _ in _batches(ids, [0] * len(ids), order, batch_size, pad_id):
-            logits = model(input_ids=x.to(device), attention_mask=m.to(device)).logits
-            out += logits.argmax(-1).tolist()
-    finally:
-        model.train(was)
-    return out
-
-
-def _train_one(
-    model: nn.Module,
+def _run_one(
+    kind: str,
+    build: Callable[[], nn.Module],
     data: dict[str, tuple[list, list]],
     cfg: FinetuneConfig,
     seed: int,
     pad_id: int,
-    device: torch.device,
-    desc: str,
-) -> dict[str, Any]:
-    ids, labels = data["train"]
-    steps_per_epoch = math.ceil(len(ids) / cfg.batch_size)
-    total = steps_per_epoch * cfg.epochs
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": cfg.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ],
-        lr=cfg.lr,
-    )
-    warm = int(round(cfg.warmup_frac * total))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_factor(s, total, warm, 0.0, "linear")
-    )
-    rng = random.Random(seed)
-    model.train()
-    losses: list[float] = []
+    run_dir: Path,
+) -> tuple[dict[str, Any], nn.Module]:
+    """Fine-tune one (model, seed) with :func:`complexformer.training.train_task` in
+    ``run_dir`` (an interrupted run resumes from its last checkpoint, which is deleted once
+    the run is done); returns the result record and the trained model."""
+    settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_RUN_SETTINGS}
+    task = FinetuneTask(kind, build, data, settings, seed, cfg.batch_size, pad_id)
+    steps = task.steps_per_epoch * cfg.epochs
+    tc = _train_config(cfg, seed, steps, task.steps_per_epoch, run_dir)
     t0 = time.perf_counter()
-    with tqdm(total=total, desc=desc, unit="step", dynamic_ncols=True) as bar:
-        for epoch in range(cfg.epochs):
-            order = list(range(len(ids)))
-            rng.shuffle(order)
-            for x, m, y in _batches(ids, labels, order, cfg.batch_size, pad_id):
-                out = model(
-                    input_ids=x.to(device), attention_mask=m.to(device), labels=y.to(device)
-                )
-                opt.zero_grad(set_to_none=True)
-                out.loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, 1.0)
-                opt.step()
-                sched.step()
-                losses.append(out.loss.item())
-                bar.update(1)
-                bar.set_postfix(epoch=epoch + 1, loss=f"{losses[-1]:.3f}")
+    train_task(task, tc, resume=True, log=None)
     train_s = time.perf_counter() - t0
-    val_pred = predict(model, data["validation"][0], pad_id, device)
-    test_pred = predict(model, data["test"][0], pad_id, device)
-    return {
-        "validation": classification_metrics(data["validation"][1], val_pred),
-        "test": classification_metrics(data["test"][1], test_pred),
+    rows = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text().splitlines()]
+    losses = [r["train_loss"] for r in rows if "train_loss" in r]
+    shutil.rmtree(run_dir / CHECKPOINTS_DIR, ignore_errors=True)
+    res = {
+        "validation": task.result["validation"],
+        "test": task.result["test"],
         "train_loss_first": losses[0],
         "train_loss_last": sum(losses[-10:]) / len(losses[-10:]),
-        "steps": total,
+        "steps": steps,
         "train_s": train_s,
-        "test_predictions": test_pred,
+        "test_predictions": task.result["test_predictions"],
     }
+    return res, task.model
 
 
 def _subset(texts: list[str], labels: list[int], n: int | None) -> tuple[list, list]:
@@ -360,21 +335,11 @@ def finetune(
         The ``finetune.json`` payload: config, task sizes, majority baseline, per-run results
         and per-model mean ± std of test accuracy and macro-F1.
     """
-    from .._optional import require
-
     transformers = require("transformers", "hf", "finetune")
     log = log or (lambda _m: None)
     out = Path(out_dir)
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    threads = torch.get_num_threads()
-    if cfg.num_threads:
-        torch.set_num_threads(cfg.num_threads)
-    device = torch.device(
-        "cuda"
-        if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
-        else "cpu"
-    )
-    try:
+    with cpu_settings(cfg.num_threads or None):
         task = load_classification_task(cfg.task, cfg.text_field, cfg.label_field)
         log(f"task {task.name}: {task.num_labels} classes, sizes {task.stats()}")
         src = model_path if is_cmplxbert_dir(model_path) else resolve_base(model_path)
@@ -386,12 +351,10 @@ def finetune(
         log(f"pooling: {pooling}")
         majority = task.majority_baseline("test")
         if cfg.max_eval_examples is not None:
-            from .metrics import classification_metrics as cm
-
             top = task.labels.index(majority["label"])
             majority = {
                 "label": majority["label"],
-                **cm(data["test"][1], [top] * len(data["test"][1])),
+                **classification_metrics(data["test"][1], [top] * len(data["test"][1])),
             }
         log(f"majority class '{majority['label']}': test accuracy {majority['accuracy']:.3f}")
         runs: list[dict[str, Any]] = []
@@ -415,15 +378,15 @@ def finetune(
                         )[0]
                     real_rank = _match_real_lora_rank(model_path, task.num_labels, cfg, target)
                     log(f"real LoRA rank {real_rank} (matched to {target:,} trainable params)")
-                torch.manual_seed(seed)
-                model = build_classifier(kind, model_path, task.num_labels, cfg, real_rank).to(
-                    device
-                )
-                if pooling == "mean":
-                    model = MeanPooled(model)
+
+                def build(kind=kind, rank=real_rank) -> nn.Module:
+                    model = build_classifier(kind, model_path, task.num_labels, cfg, rank)
+                    return MeanPooled(model) if pooling == "mean" else model
+
+                run_dir = out / "train" / f"{kind}-seed{seed}"
+                res, model = _run_one(kind, build, data, cfg, seed, pad_id, run_dir)
                 trainable, total = trainable_parameter_counts(model)
                 counts[kind] = trainable
-                res = _train_one(model, data, cfg, seed, pad_id, device, f"{kind} s{seed}")
                 rec = {
                     "model": kind,
                     "seed": seed,
@@ -454,8 +417,6 @@ def finetune(
         }
         write_report(out, "finetune", payload, _markdown(payload))
         return payload
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _summarise(runs: list[dict[str, Any]], kinds) -> dict[str, dict[str, Any]]:

@@ -3,9 +3,11 @@
 Only the adapter state is written (Tamburini 2024 trains only the adapters, complex biases,
 norms and heads; the real pre-trained weights are the base model's own and are not copied):
 ``adapter_model.safetensors`` (real tensors; every complex quantity is stored as (..., 2)) and
-``adapter_config.json`` (the :class:`ComplexLoRAConfig` under ``"lora"`` plus a description
-of the base model). Both files are written atomically (temporary file in the same folder,
-then :func:`os.replace`), so a crash never leaves a half-written adapter.
+``adapter_config.json`` (the :class:`ComplexLoRAConfig` under ``"lora"``, the
+:class:`CmplxBertConfig` under ``"cmplxbert"`` and a description of the base model; files of
+version 1 kept both configs' fields under ``"lora"`` and still load). Both files are
+written atomically (temporary file in the same folder, then :func:`os.replace`), so a crash
+never leaves a half-written adapter.
 
 "Adapter state" = every parameter of the model except the frozen real base weights, i.e.
 all parameters that are not inside a ``base_layer``, plus those inside one that were made
@@ -20,10 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from .._atomic import atomic_output, atomic_write_text
-from .config import ComplexLoRAConfig
+from complexformer._atomic import atomic_output, atomic_write_text
+
+from .config import ComplexLoRAConfig, split_config_dict
 from .layers import complex_lora_layers
 
 __all__ = [
@@ -31,7 +35,6 @@ __all__ = [
     "ADAPTER_WEIGHTS_NAME",
     "LoadResult",
     "adapter_state_dict",
-    "atomic_write_text",
     "load_adapters",
     "print_trainable_parameters",
     "save_adapters",
@@ -78,7 +81,7 @@ def save_adapters(
     """Write the adapter state and config of ``model`` into ``directory``.
 
     Args:
-        model: a complexified model (:func:`complexformer.models.cbert.complexify`) or any
+        model: a complexified model (:func:`complexformer.cmplxbert.complexify`) or any
             module containing :class:`ComplexLoRALinear` / :class:`ComplexLoRAEmbedding`.
         directory: created if missing; existing adapter files are replaced atomically.
         config: the config to record (default: ``model.lora_config``, else inferred).
@@ -86,14 +89,15 @@ def save_adapters(
     Returns:
         the directory as a Path.
     """
-    from safetensors.torch import save_file
-
     out = Path(directory)
     cfg = _model_config(model, config)
     state = {
         k: v.detach().to("cpu").contiguous().clone() for k, v in adapter_state_dict(model).items()
     }
-    meta = {"format": _FORMAT, "version": 1, "lora": cfg.to_dict()}
+    meta = {"format": _FORMAT, "version": 2, "lora": cfg.to_dict()}
+    model_config = getattr(model, "model_config", None)
+    if model_config is not None:
+        meta["cmplxbert"] = model_config.to_dict()
     describe = getattr(model, "adapter_metadata", None)
     if callable(describe):
         meta["base_model"] = describe()
@@ -133,15 +137,13 @@ def load_adapters(
         FileNotFoundError: a file is missing.
         ValueError: a different rank, a shape mismatch, or (strict) missing/unexpected keys.
     """
-    from safetensors.torch import load_file
-
     d = Path(directory)
     wpath, cpath = d / ADAPTER_WEIGHTS_NAME, d / ADAPTER_CONFIG_NAME
     for p in (wpath, cpath):
         if not p.is_file():
             raise FileNotFoundError(f"load_adapters: {p} does not exist")
     meta = json.loads(cpath.read_text(encoding="utf-8"))
-    saved_cfg = ComplexLoRAConfig.from_dict(meta.get("lora", {}))
+    saved_cfg, _ = split_config_dict(meta)
     model_cfg = getattr(model, "lora_config", None)
     if isinstance(model_cfg, ComplexLoRAConfig) and model_cfg.r != saved_cfg.r:
         raise ValueError(

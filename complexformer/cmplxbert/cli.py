@@ -11,7 +11,7 @@ __all__ = ["add_cbert_parsers"]
 
 _EPILOG_COMPLEXIFY = """\
 examples:
-  python -m complexformer.data.docstrings --out data/docstrings
+  python -m complexformer.cmplxbert.docstrings --out data/docstrings
   complexformer complexify --base minilm --rank 8 --data text:data/docstrings/train.jsonl \\
       --out runs/cbert8 --max-steps 2000
   complexformer complexify --base dbmdz/bert-base-italian-xxl-cased --rank 32 \\
@@ -38,29 +38,27 @@ folder with train/validation/test .jsonl or .csv files.
 
 
 def _complexify_config(args: argparse.Namespace):
-    from .config import ComplexLoRAConfig
+    """(ComplexLoRAConfig, CmplxBertConfig) of the ``complexify`` options."""
+    from .config import CmplxBertConfig, ComplexLoRAConfig
 
     targets = args.target_modules
     if targets is not None and len(targets) == 1 and not targets[0].isidentifier():
         targets = targets[0]  # a regular expression
-    kw = {
-        "r": args.rank,
-        "alpha": args.alpha,
-        "dropout": args.lora_dropout,
-        "attention_score": args.attention_score,
-        "head_output": args.head_output,
-        "whiten": args.whiten,
-    }
+    kw = {"r": args.rank, "alpha": args.alpha, "dropout": args.lora_dropout}
     if targets is not None:
         kw["target_modules"] = targets
-    return ComplexLoRAConfig(**kw)
+    model_config = CmplxBertConfig(
+        attention_score=args.attention_score, head_output=args.head_output, whiten=args.whiten
+    )
+    return ComplexLoRAConfig(**kw), model_config
 
 
 def cmd_complexify(args: argparse.Namespace) -> int:
     from ..training import TrainConfig, train_task
     from .mlm import MLMTask
 
-    task = MLMTask(args.base, _complexify_config(args), max_len=args.max_len)
+    lora, model_config = _complexify_config(args)
+    task = MLMTask(args.base, lora, model_config, max_len=args.max_len)
     tc = TrainConfig(
         out_dir=args.out,
         data=args.data,
@@ -128,7 +126,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 def cmd_analyze_embeddings(args: argparse.Namespace) -> int:
     from .._report import write_report
     from .analysis import embedding_components, imaginary_energy_share, plot_embedding_scatter
-    from .pretrained import load_cmplxbert
+    from .loading import load_cmplxbert
 
     model = load_cmplxbert(args.model)[0]
     sample = embedding_components(model, n=args.n, seed=args.seed)

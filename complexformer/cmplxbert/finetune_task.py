@@ -1,0 +1,222 @@
+"""One fine-tuning run for sequence classification as a :class:`TrainTask` of the shared loop.
+
+Tamburini 2024 (sec. 5) fine-tunes each model (CmplxBERT and the two real baselines) with
+AdamW, a linear warm-up then linear decay, for a few epochs. :class:`FinetuneTask` plugs one
+(model, seed) run into :func:`complexformer.training.train_task`, so fine-tuning has the
+training loop's optimizer and its one weight-decay rule
+(:func:`complexformer.training.optim.decay_split`: only the 2-D weights of ``nn.Linear`` are
+decayed, never biases, complex biases, LayerNorm affines, embeddings or LoRA factors), its
+clipping, checkpoints and exact resume.
+
+The loop samples token blocks; a classification run instead needs shuffled epochs of
+examples. The task therefore ignores the sampled blocks: the examples of update ``step`` are a
+pure function of (seed, step) -- epoch ``e`` visits the examples in the ``e``-th shuffle of
+``random.Random(seed)`` in batches of ``batch_size`` (the last batch of an epoch may be
+smaller) -- so a resumed run sees the same batches.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from complexformer._atomic import atomic_write_text
+from complexformer._runtime import eval_mode
+from complexformer.training.task import StepLoss, TrainTask
+
+from .io import trainable_parameter_counts
+from .metrics import classification_metrics
+
+__all__ = ["FinetuneTask", "collate", "predict"]
+
+#: the file that :meth:`FinetuneTask.save_final` writes into the run's ``model`` folder.
+RESULT_FILE = "result.json"
+
+
+def collate(
+    ids: list[list[int]], labels: list[int], rows: list[int], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input_ids (n, T), attention_mask (n, T), labels (n,)) of the examples ``rows``,
+    right-padded with ``pad_id`` to the longest."""
+    t = max(len(ids[j]) for j in rows)
+    x = torch.full((len(rows), t), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), t), dtype=torch.long)
+    for row, j in enumerate(rows):
+        x[row, : len(ids[j])] = torch.tensor(ids[j])
+        mask[row, : len(ids[j])] = 1
+    return x, mask, torch.tensor([labels[j] for j in rows])
+
+
+def _chunks(n: int, size: int):
+    for i in range(0, n, size):
+        yield list(range(i, min(i + size, n)))
+
+
+@torch.no_grad()
+def predict(
+    model: nn.Module, ids: list[list[int]], pad_id: int, device: torch.device, batch_size: int = 64
+) -> list[int]:
+    """Argmax class of every example."""
+    out: list[int] = []
+    with eval_mode(model):
+        for rows in _chunks(len(ids), batch_size):
+            x, m, _ = collate(ids, [0] * len(ids), rows, pad_id)
+            logits = model(input_ids=x.to(device), attention_mask=m.to(device)).logits
+            out += logits.argmax(-1).tolist()
+    return out
+
+
+class FinetuneTask(TrainTask):
+    """Fine-tune one classifier on tokenized splits (one model kind, one seed).
+
+    Args:
+        name: the model kind (``cmplxbert``, ``real``, ``real-lora``), for the config.
+        build: returns the classifier with its trainable parameters set (the loop seeds
+            torch with the run's seed first).
+        data: ``{"train"|"validation"|"test": (token id lists, label ids)}``.
+        settings: JSON-ready settings recorded in ``config.json`` (a resumed run must have
+            the same ones).
+        seed: the data-order seed.
+        batch_size: examples per update.
+        pad_id: the tokenizer's padding id.
+    """
+
+    aux_name = None
+
+    def __init__(
+        self,
+        name: str,
+        build: Callable[[], nn.Module],
+        data: dict[str, tuple[list[list[int]], list[int]]],
+        settings: dict[str, Any],
+        seed: int,
+        batch_size: int,
+        pad_id: int,
+    ) -> None:
+        if not data["train"][0]:
+            raise ValueError("FinetuneTask: the train split is empty")
+        self.name, self.build, self.data = name, build, data
+        self.settings = json.loads(json.dumps(settings))
+        self.seed, self.batch_size, self.pad_id = int(seed), int(batch_size), int(pad_id)
+        self.steps_per_epoch = math.ceil(len(data["train"][0]) / self.batch_size)
+        self.model: nn.Module | None = None
+        self.result: dict[str, Any] | None = None
+        self._orders: dict[int, list[int]] = {}
+        self.rank, self.per_rank, self.micro = 0, self.batch_size, self.batch_size
+
+    # -- data ------------------------------------------------------------------------------
+    def prepare(self, tc, out, resume, dist, log) -> None:
+        if tc.batch_size != self.batch_size:
+            raise ValueError(
+                f"FinetuneTask: TrainConfig.batch_size {tc.batch_size} differs from the "
+                f"task's {self.batch_size}"
+            )
+        self.rank = dist.rank
+        self.per_rank = tc.batch_size // dist.world_size
+        self.micro = self.per_rank // tc.grad_accum
+        # the loop's block sampler needs a token array; the examples come from batch_rows
+        self.train_tokens = np.zeros(2, dtype=np.int64)
+        self.val_tokens = np.zeros(0, dtype=np.int64)
+
+    @property
+    def seq_tokens(self) -> int:
+        return 2
+
+    def epoch_order(self, epoch: int) -> list[int]:
+        """The order of the training examples in ``epoch`` (0-based): the (epoch + 1)-th
+        shuffle of ``random.Random(seed)``."""
+        order = self._orders.get(epoch)
+        if order is None:
+            rng = random.Random(self.seed)
+            for _ in range(epoch + 1):
+                order = list(range(len(self.data["train"][0])))
+                rng.shuffle(order)
+            self._orders = {epoch: order}
+        return order
+
+    def batch_rows(self, step: int, micro: int) -> list[int]:
+        """The training examples of micro-batch ``micro`` of update ``step`` (1-based) on
+        this rank."""
+        epoch, i = divmod(step - 1, self.steps_per_epoch)
+        rows = self.epoch_order(epoch)[i * self.batch_size : (i + 1) * self.batch_size]
+        rows = rows[self.rank * self.per_rank : (self.rank + 1) * self.per_rank]
+        return rows[micro * self.micro : (micro + 1) * self.micro]
+
+    # -- model -----------------------------------------------------------------------------
+    def config_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "cmplxbert-finetune",
+            "model": self.name,
+            "seed": self.seed,
+            **self.settings,
+        }
+
+    def build_model(self) -> nn.Module:
+        self.model = self.build()
+        return self.model
+
+    def describe(self, model) -> str:
+        t, a = trainable_parameter_counts(model)
+        return f"model: {self.name}, trainable params: {t:,} || all params: {a:,}"
+
+    def write_run_files(self, out: Path, fresh: bool) -> None:
+        atomic_write_text(out / "config.json", json.dumps(self.config_dict(), indent=2) + "\n")
+
+    # -- loss and evaluation ---------------------------------------------------------------
+    def step_loss(self, model, batch, step, micro) -> StepLoss:
+        ids, labels = self.data["train"]
+        rows = self.batch_rows(step, micro)
+        x, m, y = collate(ids, labels, rows, self.pad_id)
+        device = batch.device
+        out = model(input_ids=x.to(device), attention_mask=m.to(device), labels=y.to(device))
+        return StepLoss(out.loss, out.loss)
+
+    def n_val_blocks(self, max_blocks) -> int:
+        return len(self.data["validation"][0])
+
+    @torch.no_grad()
+    def evaluate(self, model, batch_size, device, bf16, rank, world_size, max_blocks):
+        """Mean cross-entropy (``loss``, ``ppl`` = exp) and accuracy on the validation split."""
+        ids, labels = self.data["validation"]
+        if not ids:
+            return None
+        nll, correct = 0.0, 0
+        with eval_mode(model):
+            for rows in _chunks(len(ids), 64):
+                x, m, y = collate(ids, labels, rows, self.pad_id)
+                logits = model(input_ids=x.to(device), attention_mask=m.to(device)).logits
+                y = y.to(device)
+                nll += float(
+                    nn.functional.cross_entropy(logits.float(), y, reduction="sum").double()
+                )
+                correct += int((logits.argmax(-1) == y).sum())
+        loss = nll / len(ids)
+        return {
+            "loss": loss,
+            "ppl": math.exp(min(loss, 700.0)),
+            "tokens": len(ids),
+            "accuracy": correct / len(ids),
+        }
+
+    def save_final(self, model, directory: Path) -> None:
+        """Classify the validation and test splits and write their metrics and the test
+        predictions to ``directory/result.json`` (fine-tuning keeps results, not weights)."""
+        device = next(model.parameters()).device
+        val_pred = predict(model, self.data["validation"][0], self.pad_id, device)
+        test_pred = predict(model, self.data["test"][0], self.pad_id, device)
+        self.result = {
+            "validation": classification_metrics(self.data["validation"][1], val_pred),
+            "test": classification_metrics(self.data["test"][1], test_pred),
+            "test_predictions": test_pred,
+        }
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(directory / RESULT_FILE, json.dumps(self.result) + "\n")

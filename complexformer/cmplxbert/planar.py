@@ -1,0 +1,399 @@
+"""Planar rows: the layout in which CmplxBERT's encoder keeps its complex hidden states.
+
+A complex (..., n) tensor is held as a REAL (..., 2, n) one, the Re row then the Im row of each
+token. A real map W acts on both rows alike, so a (complex-input) linear is ONE real GEMM on the
+(2·tokens, n) matrix (F. Tamburini, "Complexifying BERT using LoRA adapters", CLiC-it 2024,
+sec. 3.1: W·x = W·Re x + j W·Im x), and split activations and the complex LayerNorm work on the
+rows in place. This module holds the conversions, dropout with one mask per complex entry, the
+complex LayerNorm on rows, the modulus-score attention on [Re | Im] head features, and the
+per-forward scratch :class:`Workspace` that the layers of one forward without autograd share.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from complexformer.nn import LayerNorm
+from complexformer.nn import functional as CF
+
+__all__ = [
+    "Workspace",
+    "modulus_attention",
+    "planar_add_real",
+    "planar_dropout",
+    "planar_lora_cols",
+    "planar_lora_linear",
+    "planar_norm",
+    "to_complex",
+    "to_planar",
+    "workspace_alloc",
+]
+
+
+def to_planar(z: Tensor) -> Tensor:
+    """complex (..., n) -> planar rows: real (..., 2, n), the Re row then the Im row."""
+    return torch.view_as_real(CF.lift_complex(z, "input", "CmplxBert")).transpose(-1, -2)
+
+
+def to_complex(x: Tensor) -> Tensor:
+    """planar rows (..., 2, n) -> complex (..., n)."""
+    return torch.complex(x[..., 0, :], x[..., 1, :])
+
+
+def planar_norm(ln: LayerNorm, x: Tensor, ws: Workspace | None = None, name: str = "") -> Tensor:
+    """The complex LayerNorm ``ln`` on planar rows; without autograd it overwrites x and
+    writes into the workspace buffer ``name``."""
+    if not torch.is_grad_enabled():
+        out = None if ws is None else ws.get(name, x.shape, x)
+        return CF.planar_layer_norm(x, ln.weight, ln.bias, ln.eps, ln.whiten, inplace=True, out=out)
+    return CF.planar_layer_norm(x, ln.weight, ln.bias, ln.eps, ln.whiten)
+
+
+class Workspace:
+    """Scratch buffers that the layers of ONE forward without autograd share, by name, so
+    that each layer does not allocate (and page-fault in) fresh multi-MB tensors. Lives for
+    one :meth:`CmplxBert.forward` call (no memory is kept, no state shared between calls or
+    threads); a buffer is reused only once its previous content is dead. In a layer, "big"
+    holds in turn the Q/K/V projections, the attention scores, the attention output and the
+    FFN intermediate (each dead before the next is written); "hidden" the layer output."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[str, Tensor] = {}
+
+    def get(self, name: str, shape, like: Tensor) -> Tensor:
+        """An uninitialised ``shape`` tensor of like's dtype and device (one forward uses
+        one device)."""
+        n = math.prod(shape)
+        b = self._bufs.get(name)
+        if b is None or b.numel() < n or b.dtype is not like.dtype:
+            b = self._bufs[name] = like.new_empty(n)
+        return b.narrow(0, 0, n).view(shape)
+
+    def alloc(self, name: str, like: Tensor):
+        """A function shape -> :meth:`get` (name, shape, like)."""
+        return lambda shape: self.get(name, shape, like)
+
+
+def workspace_alloc(ws: Workspace | None, name: str, like: Tensor):
+    """``ws.alloc(name, like)``, or None without a workspace."""
+    return None if ws is None else ws.alloc(name, like)
+
+
+def planar_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """:func:`complexformer.nn.functional.complex_dropout` on planar rows (..., 2, n): ONE
+    mask per complex entry, shared by its Re and Im rows."""
+    if not training or p == 0.0:
+        return x
+    if p >= 1.0:
+        return x * 0
+    mask = torch.empty(x.shape[:-2] + (1, x.shape[-1]), dtype=x.dtype, device=x.device)
+    return x * mask.bernoulli_(1.0 - p).div_(1.0 - p)
+
+
+def planar_add_real(delta: Tensor | None, e: Tensor) -> Tensor:
+    """Planar rows (..., 2, n) of e + delta, e real (..., n) (Re only), delta planar or None."""
+    if delta is None:
+        return torch.stack((e, torch.zeros_like(e)), -2)
+    if torch.is_grad_enabled():
+        return torch.stack((delta[..., 0, :] + e, delta[..., 1, :]), -2)
+    delta[..., 0, :] += e
+    return delta
+
+
+def modulus_attention(
+    qkv: Tensor, bias: Tensor | None, scale: float, dropout_p: float, ws: Workspace | None = None
+) -> Tensor:
+    """softmax(|Q·Kᴴ|·scale + bias)·V from the planar (B, T, 2, 3, H, d) projections:
+    (B, H, T, 2d) with [Re | Im] of each head's output (Eilers & Jiang 2023; Tamburini 2024,
+    sec. 3.3).
+
+    With [Re | Im] head features, Re(Q·Kᴴ) = [Qr, Qi]·[Kr, Ki]ᵀ and Im(Q·Kᴴ) =
+    [Qi, -Qr]·[Kr, Ki]ᵀ: the stacked, scaled queries go to
+    :func:`complexformer.nn.functional.modulus_attention` (one batched GEMM for Re S and Im S,
+    one for the weights times [Vr, Vi]). With a workspace (no autograd) the stacked queries,
+    the keys and values, the scores, the weights and the output live in its buffers and every
+    T x T step runs in place.
+    """
+    b, t, _, _, h, d = qkv.shape
+    heads = qkv.permute(3, 0, 4, 1, 2, 5)  # (3, B, H, T, 2, d): a view
+    q = heads[0]
+    if ws is None and not torch.is_grad_enabled():
+        ws = Workspace()
+    if ws is None:
+        qs = q * scale
+        qq = torch.stack((qs, torch.stack((qs[..., 1, :], -qs[..., 0, :]), -2)), 2)
+        kv = heads[1:].reshape(2, b, h, t, 2 * d)  # (K; V) with [Re | Im] features
+        o, _ = CF.modulus_attention(qq.flatten(-2), kv[0], kv[1], bias, dropout_p)
+        return o  # (B, H, T, 2d)
+    qq = ws.get("att_q", (b, h, 2, t, 2, d), qkv)  # the stacked, scaled queries
+    torch.mul(q, scale, out=qq[:, :, 0])
+    torch.mul(q[..., 1, :], scale, out=qq[:, :, 1, :, 0])
+    torch.mul(q[..., 0, :], -scale, out=qq[:, :, 1, :, 1])
+    kv = ws.get("att_kv", (2, b, h, t, 2, d), qkv)
+    kv.copy_(heads[1:])
+    kv = kv.view(2, b, h, t, 2 * d)
+    buffers = (
+        ws.get("big", (b, h, 2, t, t), qkv),  # (Re S; Im S)
+        ws.get("att_w", (b, h, t, t), qkv),  # the weights
+        ws.get("att_q", (b, h, t, 2 * d), qkv),  # the output (the queries are dead by then)
+    )
+    o, _ = CF.modulus_attention(qq.view(b, h, 2, t, 2 * d), kv[0], kv[1], bias, dropout_p, buffers)
+    return o
+
+
+# --------------------------------------------------------------------------- LoRA linears
+# One formula, (W + s·A·Bᴴ)·x + b + b_c on planar rows (Tamburini 2024, sec. 3.1), for one
+# ComplexLoRALinear (its complex forward) or several on the same input (Q, K and V). The
+# layers are read by attribute (base_layer, lora_A, lora_B, bias_c, r, scaling, dropout), so
+# this module does not import :mod:`.layers`.
+
+
+def _adapter_dropout(m) -> bool:
+    return m.training and m.dropout > 0.0 and m.r > 0
+
+
+def _params(layers, names: tuple[str, ...]) -> list:
+    """The named parameters of the LoRA linears ``layers`` ("weight" and "bias" are the base
+    layer's), read from the module dicts directly: this runs on every call."""
+    out = []
+    for m in layers:
+        bp, mp = m._modules["base_layer"]._parameters, m._parameters
+        out += [bp[n] if n in ("weight", "bias") else mp[n] for n in names]
+    return out
+
+
+def _cached(layers, kind: str, params: list, extra: tuple, build):
+    """The one cache policy of the stacked weights that :func:`planar_lora_linear` builds.
+
+    A value is kept (on the first layer, per ``kind`` and group of layers) only while no
+    gradient can flow into it: without autograd, or with every parameter frozen; it is keyed
+    on the storage, in-place version and device of every parameter it is built from (plus
+    ``extra``), so an optimizer step or a load rebuilds it. With a trainable parameter under
+    autograd nothing is kept (a kept value would carry no graph).
+    """
+    if torch.is_grad_enabled() and any(p is not None and p.requires_grad for p in params):
+        layers[0].__dict__.get("_planar_cache", {}).pop(kind, None)
+        return build()
+    key = (
+        tuple(id(m) for m in layers),
+        tuple(None if p is None else (p.data_ptr(), p._version, p.device) for p in params),
+        *extra,
+    )
+    store = layers[0].__dict__.setdefault("_planar_cache", {})
+    hit = store.get(kind)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    value = build()
+    store[kind] = (key, value)
+    return value
+
+
+def _planar_bias(m, w: Tensor) -> Tensor:
+    """[b + Re b_c | Im b_c] (out, 2) of the LoRA linear ``m``, in ``w``'s dtype and device
+    (zeros where the base bias or the complex bias is absent)."""
+    out = w.shape[0]
+    b = m.base_layer.bias
+    bre = w.new_zeros(out) if b is None else b.to(w.dtype)
+    bim = w.new_zeros(out)
+    if m.bias_c is not None:
+        bc = m.bias_c.to(w.dtype)
+        bre, bim = bre + bc[:, 0], bc[:, 1]
+    return torch.stack((bre, bim), 1)
+
+
+def _planar_weights(layers, rdt: torch.dtype) -> tuple[Tensor, Tensor]:
+    """(W, Wa) of :func:`planar_lora_linear`: the stacked real base weights (out, in) and the
+    adapter + bias block (out, 2R + 2) = [s·Re A | s·Im A | b + Re b_c | Im b_c], each layer's
+    A in its own slot of the R = Σ r adapter columns (zeros elsewhere); see :func:`_cached`."""
+    params = _params(layers, ("weight", "bias", "lora_A", "bias_c"))
+    extra = (rdt, tuple(m.scaling for m in layers))
+    return _cached(layers, "autograd", params, extra, lambda: _build_planar_weights(layers, rdt))
+
+
+def _build_planar_weights(layers, rdt: torch.dtype) -> tuple[Tensor, Tensor]:
+    big_r = sum(m.r for m in layers)
+    ws, was, off = [], [], 0
+    for m in layers:
+        w = m.base_layer.weight.to(rdt)
+        out = w.shape[0]
+        ws.append(w)
+        parts = []
+        if big_r > 0:
+            if m.r > 0:
+                a = m.lora_A.to(rdt) * m.scaling  # (out, r, 2)
+                z1, z2 = w.new_zeros(out, off), w.new_zeros(out, big_r - off - m.r)
+                parts += [torch.cat((z1, a[..., 0], z2), 1), torch.cat((z1, a[..., 1], z2), 1)]
+            else:
+                parts += [w.new_zeros(out, 2 * big_r)]
+        parts.append(_planar_bias(m, w))
+        was.append(torch.cat(parts, 1))
+        off += m.r
+    w = torch.cat(ws, 0) if len(ws) > 1 else ws[0]
+    wa = torch.cat(was, 0) if len(was) > 1 else was[0]
+    return w, wa
+
+
+def planar_lora_cols(layers, x: Tensor) -> Tensor:
+    """The adapter and bias columns of planar rows x (..., 2, in): (..., 2, 2R + 2).
+
+    With t = Bᴴ·x (each layer's r columns, its own adapter-dropout mask), the Re row is
+    [Re t | -Im t | 1 | 0] and the Im row [Im t | Re t | 0 | 1], so that against
+    [s·Re A | s·Im A | b_re | b_im] they give Re(s·A·t) + b_re and Im(s·A·t) + b_im.
+    Bᴴ·x of every layer (without dropout) is ONE small GEMM of the token rows [Re x | Im x]
+    with [[Re B, -Im B], [Im B, Re B]].
+    """
+    lead, rdt = x.shape[:-2], x.dtype
+    adapted = [m for m in layers if m.r > 0]
+    e = torch.eye(2, dtype=rdt, device=x.device).expand(lead + (2, 2))
+    if not adapted:
+        return e
+    if any(_adapter_dropout(m) for m in adapted):  # independent masks: one GEMM each
+        groups = [([m], planar_dropout(x, m.dropout, True)) for m in adapted]
+    else:
+        groups = [(adapted, x)]
+    trs, tis = [], []
+    for ms, xx in groups:
+        b = torch.cat([m.lora_B for m in ms], 1) if len(ms) > 1 else ms[0].lora_B
+        br, bi = b[..., 0].to(rdt), b[..., 1].to(rdt)  # (in, R)
+        bmat = torch.cat((torch.cat((br, -bi), 1), torch.cat((bi, br), 1)), 0)  # (2 in, 2R)
+        t = xx.flatten(-2) @ bmat  # the tokens' [Re t | Im t] (x·conj B): (..., 2R)
+        trs.append(t[..., : br.shape[1]])
+        tis.append(t[..., br.shape[1] :])
+    tr = torch.cat(trs, -1) if len(trs) > 1 else trs[0]
+    ti = torch.cat(tis, -1) if len(tis) > 1 else tis[0]
+    re = torch.cat((tr, -ti), -1)
+    im = torch.cat((ti, tr), -1)
+    return torch.cat((torch.stack((re, im), -2), e), -1)  # (..., 2, 2R + 2)
+
+
+def planar_lora_linear(layers, x: Tensor, *, residual: Tensor | None = None, alloc=None) -> Tensor:
+    """Several :class:`ComplexLoRALinear` on the same planar-rows input x (..., 2, in),
+    concatenated: (..., 2, Σ out) (+ ``residual`` (..., 2, Σ out)).
+
+    Unmerged layers, (W + s·A·Bᴴ)·x + b + b_c: the real base weight W acts on the Re and Im
+    rows alike, so the base part is ONE real GEMM of the (2·tokens, in) rows of x (never
+    copied or concatenated), and the adapter and biases add a K = 2r + 2 product.
+
+    * With autograd: the adapter columns (:func:`planar_lora_cols`) times
+      [s·Re A | s·Im A | b_re | b_im] (plus the residual), into which the base GEMM
+      accumulates (only these small columns are saved for the adapters' gradient).
+    * Without (:func:`_planar_inference`): the base GEMM also yields Bᴴ·x in 2R extra
+      output columns, then the adapter product accumulates in place.
+
+    Both ways compute the same formula; the stacked weights they need are kept by one policy
+    (:func:`_cached`). Merged layers (complex W) run their complex forward. ``alloc``: without
+    autograd, a function (shape -> uninitialised tensor of x's dtype and device) that
+    supplies the base GEMM's output buffer (a caller's reusable scratch space).
+    """
+    layers = list(layers)
+    n_in = x.shape[-1]
+    if any(m.merged for m in layers):
+        z = torch.complex(x[..., 0, :], x[..., 1, :])
+        y = torch.cat([torch.view_as_real(m(z)).transpose(-1, -2) for m in layers], -1)
+        return y if residual is None else y + residual
+    for m in layers:
+        if m.in_features != n_in:
+            raise ValueError(
+                f"ComplexLoRALinear: last dimension of the input is {n_in}, "
+                f"expected in_features={m.in_features}"
+            )
+    if not torch.is_grad_enabled() and not any(_adapter_dropout(m) for m in layers):
+        y = _planar_inference(layers, x, alloc)
+        return y if residual is None else y.add_(residual)
+    rdt = x.dtype
+    w, wa = _planar_weights(layers, rdt)
+    cols = planar_lora_cols(layers, x)
+    lead = x.shape[:-2]
+    n_out = w.shape[0]
+    x2 = x.reshape(-1, n_in)  # (2·tokens, in): a view of contiguous rows
+    c2 = cols.reshape(-1, cols.shape[-1])
+    if residual is not None:
+        acc = torch.addmm(residual.reshape(-1, n_out), c2, wa.t())
+    else:
+        acc = c2 @ wa.t()
+    if torch.is_grad_enabled():
+        y = torch.addmm(acc, x2, w.t())
+    else:  # in place: the GEMM accumulates into the small product (beta = 1)
+        y = acc.addmm_(x2, w.t())
+    return y.view(lead + (2, n_out))
+
+
+def _ext_weights(layers, rdt: torch.dtype, device) -> tuple[Tensor, list, Tensor]:
+    """The inference weights of :func:`_planar_inference`: the extended base weight
+    [W; (Re B)ᵀ; (Im B)ᵀ] (Σ out + 2R, in), per layer (first output, last output, first
+    adapter column, r, [s·Re A | s·Im A | b_re | b_im] (out, 2r + 2)), and the (2, 1, 2)
+    identity of the bias columns; see :func:`_cached`."""
+    params = _params(layers, ("weight", "bias", "lora_A", "lora_B", "bias_c"))
+    extra = (rdt, device, tuple(m.scaling for m in layers))
+    return _cached(
+        layers, "inference", params, extra, lambda: _build_ext_weights(layers, rdt, device)
+    )
+
+
+def _build_ext_weights(layers, rdt: torch.dtype, device) -> tuple[Tensor, list, Tensor]:
+    ws, brs, bis, blocks = [], [], [], []
+    o0 = off = 0
+    for m in layers:
+        w = m.base_layer.weight.to(rdt)
+        out = w.shape[0]
+        ws.append(w)
+        parts = []
+        if m.r > 0:
+            b = m.lora_B.to(rdt)
+            brs.append(b[..., 0].t())
+            bis.append(b[..., 1].t())
+            a = m.lora_A.to(rdt) * m.scaling  # (out, r, 2)
+            parts += [a[..., 0], a[..., 1]]
+        parts.append(_planar_bias(m, w))
+        blocks.append((o0, o0 + out, off, m.r, torch.cat(parts, 1).t().contiguous()))
+        o0 += out
+        off += m.r
+    w = torch.cat(ws + brs + bis, 0).contiguous() if len(ws) + len(brs) > 1 else ws[0]
+    eye = torch.eye(2, dtype=rdt, device=device)[:, None]  # (2, 1, 2)
+    return w, blocks, eye
+
+
+def _planar_inference(layers, x: Tensor, alloc=None) -> Tensor:
+    """:func:`planar_lora_linear` without autograd and adapter dropout, on planar rows.
+
+    ONE GEMM of the rows of x with [W; (Re B)ᵀ; (Im B)ᵀ] gives the base outputs and, in 2R
+    extra columns, x_c·Re B and x_c·Im B of both rows c, hence t = Bᴴ·x (Re t = Re x·Re B +
+    Im x·Im B, Im t = Im x·Re B - Re x·Im B); then per layer a K = 2r + 2 GEMM of the
+    adapter columns [Re t | -Im t | 1 | 0] (Re row), [Im t | Re t | 0 | 1] (Im row) with
+    [s·Re A | s·Im A | b_re | b_im] accumulates the adapter and the biases in place. The
+    result is a view (row stride Σ out + 2R) of that GEMM's output.
+    """
+    n_in = x.shape[-1]
+    w, blocks, eye = _ext_weights(layers, x.dtype, x.device)
+    x2 = x.reshape(-1, n_in)  # (2·tokens, in)
+    n_ext = w.shape[0]
+    if alloc is None:
+        ye = x2 @ w.t()  # (2·tokens, Σ out + 2R)
+    else:
+        ye = torch.mm(x2, w.t(), out=alloc((x2.shape[0], n_ext)))
+    n_out = blocks[-1][1]
+    big_r = (n_ext - n_out) // 2
+    y2 = ye.narrow(1, 0, n_out)
+    y3 = ye.view(-1, 2, n_ext)  # (tokens, 2, ·)
+    n_tok = y3.shape[0]
+    groups = [blocks] if len({blk[3] for blk in blocks}) == 1 else [[blk] for blk in blocks]
+    for group in groups:  # the adapter columns of layers of equal rank, built together
+        r, n = group[0][3], len(group)
+        cols = ye.new_empty(n_tok, 2, n, 2 * r + 2)
+        if r > 0:
+            off = n_out + group[0][2]
+            u0, u1 = y3.narrow(2, off, n * r).view(n_tok, 2, n, r).unbind(1)  # x_c·Re B
+            v0, v1 = y3.narrow(2, off + big_r, n * r).view(n_tok, 2, n, r).unbind(1)  # ·Im B
+            c0, c1 = cols.unbind(1)
+            tr, ti = c0.narrow(2, 0, r), c1.narrow(2, 0, r)
+            torch.add(u0, v1, out=tr)  # Re t
+            torch.sub(u1, v0, out=ti)  # Im t
+            torch.neg(ti, out=c0.narrow(2, r, r))
+            c1.narrow(2, r, r).copy_(tr)
+        cols.narrow(3, 2 * r, 2).copy_(eye)
+        for j, (o0, o1, _, _, wa) in enumerate(group):
+            y2.narrow(1, o0, o1 - o0).addmm_(cols.select(2, j).reshape(2 * n_tok, -1), wa)
+    return y2.view(x.shape[:-1] + (n_out,))
