@@ -8,6 +8,7 @@ import json
 import pytest
 
 from complexformer.cli import main
+from complexformer.training.rundir import run_lock
 from tests.cmplxbert.lora_testlib import save_tiny_bert_dir, write_docstring_corpus
 
 pytest.importorskip("transformers")
@@ -57,6 +58,11 @@ def test_complexify_then_analyze_then_finetune(tmp_path, monkeypatch, capsys):
     assert main(args) == 2
     assert "overwrite" in capsys.readouterr().err
     assert main(args + ["--resume"]) == 0
+    # one writer at a time: a second complexify into a folder being written stops at once
+    capsys.readouterr()
+    with run_lock(out, "test holder"):
+        assert main(args + ["--resume"]) == 2
+    assert "being written by another process (" in capsys.readouterr().err
 
     assert (
         main(
