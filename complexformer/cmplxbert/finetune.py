@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from complexformer._config import ConfigBase
 from complexformer._optional import require
 from complexformer._report import markdown_table, write_json, write_report
 from complexformer._runtime import cpu_settings
@@ -58,7 +59,7 @@ REAL_LORA_TARGETS = (
 
 
 @dataclass
-class FinetuneConfig:
+class FinetuneConfig(ConfigBase):
     """Settings of :func:`finetune` (defaults: the paper's 2 epochs at lr 1e-4).
 
     Attributes:
