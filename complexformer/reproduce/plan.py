@@ -36,7 +36,11 @@ _TRAIN_IGNORED = (
 )
 
 
-@dataclass
+#: What a run directory's config.json meant by a field it does not have (written before the
+#: field existed): PCL on the rotated phases, summed; δ drawn around 0.
+_LEGACY_MODEL = {"delta_init": "paper", "pcl_target": "rotated", "pcl_reduce": "sum"}
+
+
 @dataclass
 class ReproduceConfig(ConfigBase):
     """What ``complexformer reproduce`` does.
@@ -177,10 +181,11 @@ def settings_diff(run: PlannedRun) -> dict[str, tuple[Any, Any]]:
     diff: dict[str, tuple[Any, Any]] = {}
     cfg_path, tc_path = run.run_dir / "config.json", run.run_dir / "train_config.json"
     if cfg_path.is_file():
-        saved = json.loads(cfg_path.read_text(encoding="utf-8"))
+        saved = {**_LEGACY_MODEL, **json.loads(cfg_path.read_text(encoding="utf-8"))}
         planned = run.model_config.to_dict()
+        skip = {"vocab_size"} | (set() if planned.get("pcl") else {"pcl_target", "pcl_reduce"})
         for k in sorted(set(saved) | set(planned)):
-            if k != "vocab_size" and saved.get(k) != planned.get(k):
+            if k not in skip and saved.get(k) != planned.get(k):
                 diff[k] = (saved.get(k), planned.get(k))
     if tc_path.is_file():
         saved = json.loads(tc_path.read_text(encoding="utf-8"))
