@@ -141,8 +141,10 @@ def _budget_lines(config: ReproduceConfig, runs: list[PlannedRun]) -> list[str]:
 
 
 # ---------------------------------------------------------------------- plan printing
-def _status(run: PlannedRun, settings: dict[str, dict[str, Any]]) -> str:
+def _status(run: PlannedRun, settings: dict[str, dict[str, Any]] | None) -> str:
     if run.finished:
+        if settings is None:  # no table reads this run's own evaluation
+            return "finished"
         if cached_result(run, settings) is not None:
             return "finished, evaluated"
         return "finished, evaluation pending"
@@ -202,7 +204,8 @@ def format_plan(config: ReproduceConfig, runs: list[PlannedRun] | None = None) -
         sel = "" if r.selected else "  [not selected by --only]"
         diff = settings_diff(r)
         warn = f"  [OTHER SETTINGS: {diff}]" if diff else ""
-        lines.append(f"  {r.name:<20} {r.run_dir}  {_status(r, settings)}{sel}{warn}")
+        st = _status(r, settings if any(t in _BASE_EVAL_TABLES for t in config.tables) else None)
+        lines.append(f"  {r.name:<20} {r.run_dir}  {st}{sel}{warn}")
     ft = plan_finetunes(config)
     if ft:
         spec = scale.finetune
