@@ -159,3 +159,21 @@ def test_one_step_one_problem_tables_2_3_4_end_to_end(tmp_path, task_scale):
     log = [json.loads(x) for x in (tmp_path / "invocations.jsonl").read_text().splitlines()]
     assert [(x["trained"], x["evaluated"]) for x in log] == [(3, 3), (0, 0)]
     assert again["tables"]["2"]["payload"]["rows"] == t2["rows"]
+
+
+def test_run_directories_from_before_pcl_target_are_read_by_their_former_meaning(tmp_path):
+    from complexformer.reproduce.plan import settings_diff
+
+    config = ReproduceConfig(out=str(tmp_path), tables=("4",), scale="tiny", seeds=1)
+    runs = {r.variant: r for r in plan_runs(config)}
+    for v in ("rope", "cmha"):
+        saved = runs[v].model_config.to_dict()
+        for key in ("pcl_target", "pcl_reduce", "delta_init"):
+            del saved[key]  # a config.json written before these fields existed
+        runs[v].run_dir.mkdir(parents=True)
+        (runs[v].run_dir / "config.json").write_text(json.dumps(saved))
+    assert settings_diff(runs["rope"]) == {}  # no PCL: nothing it was trained with differs
+    assert settings_diff(runs["cmha"]) == {
+        "pcl_reduce": ("sum", "mean"),
+        "pcl_target": ("rotated", "theta"),
+    }
