@@ -15,7 +15,7 @@ from complexformer.reproduce import ReproduceConfig, plan_runs, reproduce
 from complexformer.reproduce.budget import WIKITEXT103_GPT2_TRAIN_TOKENS
 from complexformer.reproduce.cli import add_reproduce_parser
 from complexformer.reproduce.finetune import FINETUNE_LR, FineTuneSpec, synthetic_math_problems
-from complexformer.reproduce.plan import plan_finetunes
+from complexformer.reproduce.plan import plan_finetunes, settings_diff
 from complexformer.reproduce.variants import SCALES, TABLES, get_scale
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -162,8 +162,6 @@ def test_one_step_one_problem_tables_2_3_4_end_to_end(tmp_path, task_scale):
 
 
 def test_run_directories_from_before_pcl_target_are_read_by_their_former_meaning(tmp_path):
-    from complexformer.reproduce.plan import settings_diff
-
     config = ReproduceConfig(out=str(tmp_path), tables=("4",), scale="tiny", seeds=1)
     runs = {r.variant: r for r in plan_runs(config)}
     for v in ("rope", "cmha"):
