@@ -292,6 +292,8 @@ def _write_tables(
     assert isinstance(scale, Scale)
     if scale.finetune is not None:
         ft_meta["finetune"] = json.dumps(scale.finetune.train)
+    if not any(t in _BASE_EVAL_TABLES for t in config.tables):
+        ft_meta.pop("evaluator", None)  # no gen-PPL in Tables 2 and 3
     written: dict[str, Any] = {}
     dirs: dict[str, list[str]] = {}
     for r in runs:
