@@ -108,8 +108,8 @@ def resolve_budget(
         epochs=scale.epochs,
         estimate=scale.train_tokens_estimate,
         estimate_data=scale.data,
-        batch_size=scale.train["batch_size"],
-        seq_len=scale.model["max_seq_len"],
+        batch_size=scale.train_config(config.out, 0).batch_size,
+        seq_len=scale.model_config(config.variants[0]).max_seq_len,
         count=count,
         log=log,
     )
