@@ -27,7 +27,8 @@ examples:
 
 --set KEY=VALUE overrides any field of the model config (GPTConfig: pos_scheme, n_layer,
 d_model, n_head, d_ff, dropout, max_seq_len, omega_schedule, rope_base, norm,
-tie_embeddings, pcl, pcl_epsilon, pcl_tau, ...) or of the training config (TrainConfig: lr,
+tie_embeddings, delta_init, pcl, pcl_epsilon, pcl_tau, pcl_target, pcl_reduce, ...) or of
+the training config (TrainConfig: lr,
 batch_size, grad_accum, warmup_frac, min_lr_ratio, weight_decay, grad_clip, eval_every,
 eval_blocks, save_every, keep_last, ...). VALUE is read as JSON when it parses (numbers,
 true/false, null), else as a string.

@@ -33,8 +33,11 @@ class CausalSelfAttention(nn.Module):
         omega_schedule: ``"rope"`` or ``"paper"`` (see :func:`rope_frequencies`).
         rope_base: frequency base.
         bias: whether the projections have biases.
-        delta_init_std: std of the delta initialisation.
+        delta_init_std: std σ of the delta initialisation.
+        delta_init: ``"paper"`` (δ ~ N(0, σ²)) or ``"rope"`` (δ = 1 + N(0, σ²)).
         pcl: create the PCL channel weights w (init 1), shape (2, J) for queries and keys.
+        pcl_target: the phases :meth:`forward` returns for the PCL: ``"theta"`` (the semantic
+            phases θ of eq. 2) or ``"rotated"`` (δ ⊙ θ + b + p ω).
     """
 
     def __init__(
@@ -48,7 +51,9 @@ class CausalSelfAttention(nn.Module):
         rope_base: float = 10000.0,
         bias: bool = True,
         delta_init_std: float = 0.02,
+        delta_init: str = "paper",
         pcl: bool = False,
+        pcl_target: str = "theta",
     ) -> None:
         super().__init__()
         if d_model % n_head:
@@ -67,7 +72,11 @@ class CausalSelfAttention(nn.Module):
             omega_schedule=omega_schedule,
             rope_base=rope_base,
             delta_init_std=delta_init_std,
+            delta_init=delta_init,
         )
+        if pcl_target not in ("theta", "rotated"):
+            raise ValueError(f"pcl_target must be 'theta' or 'rotated', got {pcl_target!r}")
+        self.pcl_target = pcl_target
         self.pcl_weight = nn.Parameter(torch.ones(2, self.head_dim // 2)) if pcl else None
 
     def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -93,8 +102,9 @@ class CausalSelfAttention(nn.Module):
         Args:
             x: (B, T, d_model) hidden states of the new positions.
             cache: optional layer cache; its length is the position of x[:, 0].
-            return_phases: also return the (B, H, T, J) rotated phases of queries and keys
-                (schemes with phases, the ``cmha*`` ones), for the phase contrastive loss.
+            return_phases: also return the (B, H, T, J) phases of queries and keys named by
+                ``pcl_target`` (schemes with phases, the ``cmha*`` ones), for the phase
+                contrastive loss.
 
         Returns:
             (output (B, T, d_model), phases or None).
@@ -104,7 +114,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.project_qkv(x)  # each (B, H, T, D)
         phases = None
         if return_phases:
-            q, k, phases = self.scheme.rotate_with_phases(self, q, k, offset)
+            q, k, phases = self.scheme.rotate_with_phases(self, q, k, offset, self.pcl_target)
         else:
             q, k = self.scheme.rotate(self, q, k, offset)
         if cache is not None:

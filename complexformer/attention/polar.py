@@ -13,7 +13,35 @@ from torch import Tensor
 
 from .rotary import _as_positions, _check_layout, _join_pairs, _phase_dtype, _split_pairs
 
-__all__ = ["polar_components", "polar_from_components", "polar_rotate"]
+__all__ = ["polar_angles", "polar_components", "polar_from_components", "polar_rotate"]
+
+
+def polar_angles(x: Tensor, layout: str = "interleaved") -> tuple[Tensor, Tensor]:
+    """Modulus λ and semantic phase θ of each complex pair of ``x`` (eq. 1-2).
+
+    θ is the phase before the adaptation δ, b and the position term of eq. 7; it is what the
+    phase contrastive loss regularises (§3.2, "phase representations θ_{m,i}").
+
+    Args:
+        x: real tensor (..., T, D), D even.
+        layout: ``"interleaved"`` or ``"halves"`` (see :func:`polar_components`).
+
+    Returns:
+        (λ, θ), both (..., T, J) in float32 (float64 for float64 input), θ in (−π, π]; a zero
+        pair has λ = 0 and θ = 0 with zero gradients (instead of 0/0).
+    """
+    if x.shape[-1] % 2:
+        raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
+    _check_layout(layout)
+    pdt = _phase_dtype(x)
+    re, im = _split_pairs(x, pdt, layout)  # (..., T, J) each
+    r2 = re * re + im * im
+    nz = r2 > 0
+    # Zero pairs get modulus 0 and phase 0 with zero gradients instead of 0/0.
+    re_s = torch.where(nz, re, torch.ones_like(re))
+    im_s = torch.where(nz, im, torch.zeros_like(im))
+    lam = torch.where(nz, torch.sqrt(re_s * re_s + im_s * im_s), torch.zeros_like(re))
+    return lam, torch.atan2(im_s, re_s)
 
 
 def polar_components(
@@ -43,18 +71,8 @@ def polar_components(
         (modulus, phase), both (..., T, J) in float32 (float64 for float64 input), with
         phase = delta * atan2(x[2j+1], x[2j]) + bias + position * omega.
     """
-    if x.shape[-1] % 2:
-        raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
-    _check_layout(layout)
-    pdt = _phase_dtype(x)
-    re, im = _split_pairs(x, pdt, layout)  # (..., T, J) each
-    r2 = re * re + im * im
-    nz = r2 > 0
-    # Zero pairs get modulus 0 and phase 0 with zero gradients instead of 0/0.
-    re_s = torch.where(nz, re, torch.ones_like(re))
-    im_s = torch.where(nz, im, torch.zeros_like(im))
-    lam = torch.where(nz, torch.sqrt(re_s * re_s + im_s * im_s), torch.zeros_like(re))
-    theta = torch.atan2(im_s, re_s)
+    lam, theta = polar_angles(x, layout)
+    pdt = theta.dtype
     if delta is not None:
         if isinstance(delta, Tensor):
             delta = delta.to(pdt).unsqueeze(-2)  # (..., 1, J): broadcast over T

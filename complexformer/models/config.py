@@ -12,6 +12,9 @@ __all__ = ["GPTConfig", "PRESETS", "preset_config", "unknown_key_error"]
 
 _NORMS = ("pre", "post")
 _SCHEDULES = ("rope", "paper")
+_DELTA_INITS = ("paper", "rope")
+_PCL_TARGETS = ("theta", "rotated")
+_PCL_REDUCES = ("mean", "sum")
 
 
 @dataclass
@@ -41,11 +44,20 @@ class GPTConfig(ConfigBase):
         bias: biases in linear layers.
         layer_norm_eps: LayerNorm epsilon.
         init_std: std of the normal initialisation of weights (GPT-2: 0.02).
-        delta_init_std: std of the CMHA delta initialisation (paper: 0.02).
+        delta_init_std: std σ of the CMHA delta initialisation (paper: 0.02).
+        delta_init: ``"paper"`` (δ ~ N(0, σ²), Appendix A: every head starts with the
+            semantic phase nearly switched off) or ``"rope"`` (δ = 1 + N(0, σ²): every head
+            starts as RoPE).
         pcl: enable the phase contrastive loss (schemes with phases: ``cmha*``).
-        pcl_epsilon: weight epsilon of the PCL term (paper: 0.01).
+        pcl_epsilon: weight epsilon of the PCL term (paper: 0.01); the model's loss is
+            ``lm_loss + pcl_epsilon * pcl_loss``.
         pcl_tau: PCL temperature tau (paper: 0.1).
         pcl_dropout: dropout making the second view (EulerFormer: 0.5).
+        pcl_target: the phases the PCL regularises: ``"theta"`` (the per-head semantic
+            phases θ of eq. 2, before δ, b and the position term; §3.2) or ``"rotated"``
+            (δ ⊙ θ + b + p ω, the behaviour of earlier versions).
+        pcl_reduce: how the per-layer losses of queries and keys are combined into
+            ``pcl_loss``: ``"mean"`` (over the 2 L terms) or ``"sum"`` (earlier versions).
     """
 
     vocab_size: int = 8192
@@ -64,10 +76,13 @@ class GPTConfig(ConfigBase):
     layer_norm_eps: float = 1e-5
     init_std: float = 0.02
     delta_init_std: float = 0.02
+    delta_init: str = "paper"
     pcl: bool = False
     pcl_epsilon: float = 0.01
     pcl_tau: float = 0.1
     pcl_dropout: float = 0.5
+    pcl_target: str = "theta"
+    pcl_reduce: str = "mean"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layer", "n_head", "d_model", "d_ff", "max_seq_len"):
@@ -92,6 +107,15 @@ class GPTConfig(ConfigBase):
             raise ValueError(f"pcl_tau must be > 0, got {self.pcl_tau}")
         if not 0.0 <= self.pcl_dropout < 1.0:
             raise ValueError(f"pcl_dropout must be in [0, 1), got {self.pcl_dropout}")
+        for name, allowed in (
+            ("delta_init", _DELTA_INITS),
+            ("pcl_target", _PCL_TARGETS),
+            ("pcl_reduce", _PCL_REDUCES),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}"
+                )
 
     @property
     def head_dim(self) -> int:

@@ -44,8 +44,9 @@ class LMOutput:
         loss: ``lm_loss + pcl_epsilon * pcl_loss`` (what to back-propagate), or None
             without labels.
         lm_loss: mean next-token cross-entropy, or None without labels.
-        pcl_loss: the phase contrastive loss L_con summed over layers (training with
-            ``pcl=True`` only), else None.
+        pcl_loss: the phase contrastive loss L_con on the scale that is added: the InfoNCE of
+            every layer's queries and keys, averaged (``pcl_reduce="mean"``) or summed
+            (``"sum"``) over the 2 L terms (training with ``pcl=True`` only), else None.
         cache: the KV cache, when one was passed or requested.
     """
 
@@ -83,7 +84,9 @@ class Block(nn.Module):
             rope_base=cfg.rope_base,
             bias=cfg.bias,
             delta_init_std=cfg.delta_init_std,
+            delta_init=cfg.delta_init,
             pcl=cfg.pcl,
+            pcl_target=cfg.pcl_target,
         )
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
         self.mlp = MLP(cfg)
@@ -190,6 +193,8 @@ class ComplexFormerLM(nn.Module):
                 lq = pcl_loss(phases[0], w[0], cfg.pcl_tau, cfg.pcl_dropout, training=True)
                 lk = pcl_loss(phases[1], w[1], cfg.pcl_tau, cfg.pcl_dropout, training=True)
                 pcl_total = lq + lk if pcl_total is None else pcl_total + lq + lk
+        if pcl_total is not None and cfg.pcl_reduce == "mean":
+            pcl_total = pcl_total / (2 * len(self.blocks))  # over layers and q/k sides
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         out = LMOutput(logits=logits, pcl_loss=pcl_total, cache=cache)
         if labels is not None:

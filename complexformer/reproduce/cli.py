@@ -1,5 +1,5 @@
 """``complexformer reproduce``: rerun the ComplexFormer paper's comparisons (Shao et al. 2025,
-Tables 1 and 4, and a length-extrapolation table) at a chosen scale, resumably.
+Tables 1-4, and a length-extrapolation table) at a chosen scale, resumably.
 
 Register it with :func:`add_reproduce_parser` on the subparsers of the ``complexformer``
 command line.
@@ -16,6 +16,8 @@ _EPILOG = """\
 examples:
   complexformer reproduce --table 1 --table 4 --scale tiny --seeds 3 --out runs/repro-tiny
   complexformer reproduce --table 1 --scale tiny --dry-run          # the plan, no training
+  complexformer reproduce --table 2 --table 3 --scale tiny --out runs/repro-tiny  # fine-tune
+  complexformer reproduce --table 1 --scale paper --dry-run   # 45 epochs: steps, GPU-hours
   complexformer reproduce --table extrapolation --scale tiny --out runs/repro-tiny  # reuses
   complexformer reproduce --table 1 --table 4 --scale paper --out runs/repro-paper \\
       --device cuda --bf16
@@ -23,8 +25,10 @@ examples:
       --out runs/repro-paper --only cmha/seed0          # train one run on 8 GPUs
   complexformer reproduce --table 1 --scale paper --out runs/repro-paper   # then evaluate
 
-Tables: 1 (learned, sinusoidal, gpt2, rope, cmha_shared, cmha), 4 (cmha, cmha_shared,
-cmha_fixed, cmha_nopcl, rope), extrapolation (the Table-1 variants at 1, 2, 4, 8 x T).
+Tables: 1 (learned, sinusoidal, gpt2, rope, cmha_shared, cmha), 2 and 3 (the Table-1 variants
+fine-tuned on code / math at lr 2e-5: HumanEval/MBPP pass@k, GSM8K/MATH accuracy), 4 (cmha,
+cmha_shared, cmha_fixed, cmha_nopcl, cmha_ropeinit, rope; with Pass@1 and Acc. of their
+fine-tuned runs), extrapolation (the Table-1 variants at 1, 2, 4, 8 x T).
 Runs live in OUT/runs/<variant>/seed<k> and are shared by the tables; a finished run
 (summary.json) is not retrained, an interrupted one resumes from its checkpoint, and finished
 evaluations are not repeated. Under torchrun the runs are trained data-parallel and nothing is
@@ -42,6 +46,9 @@ def _command(args: argparse.Namespace, out: str) -> str:
         value = getattr(args, flag)
         if value is not None:
             parts += [f"--{flag.replace('_', '-')}", str(value)]
+    for flag in ("code_problems", "math_problems"):
+        for value in getattr(args, flag, None) or []:
+            parts += [f"--{flag.replace('_', '-')}", str(value)]
     if args.device != "auto":
         parts += ["--device", args.device]
     if args.bf16:
@@ -51,7 +58,7 @@ def _command(args: argparse.Namespace, out: str) -> str:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run ``complexformer reproduce`` from parsed arguments."""
-    from .runner import ReproduceConfig, format_plan, reproduce
+    from .runner import ReproduceConfig, format_plan, reproduce, resolve_budget
     from .variants import get_scale
 
     overrides = {} if args.max_steps is None else {"max_steps": args.max_steps}
@@ -70,9 +77,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         train_only=args.train_only,
         only=tuple(args.only),
         command=_command(args, out),
+        code_benchmarks=tuple(args.code_problems),
+        math_benchmarks=tuple(args.math_problems),
     )
     if args.dry_run:
-        print(format_plan(config))
+        print(format_plan(resolve_budget(config, count=False, log=print)))
         return 0
     reproduce(config)
     return 0
@@ -82,7 +91,7 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
     """Register the ``reproduce`` subcommand on the subparsers object ``sub``."""
     r = sub.add_parser(
         "reproduce",
-        help="rerun the paper's Tables 1 and 4 (and extrapolation) at a scale",
+        help="rerun the paper's Tables 1-4 (and extrapolation) at a scale",
         description="Train every variant of the ComplexFormer paper's tables on identical "
         "data, tokens and budget, for several seeds; evaluate each run (val/test perplexity, "
         "gen-PPL, Dist-1/2, Rep-4, optionally extrapolation); write markdown/JSON tables "
@@ -94,7 +103,7 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
     r.add_argument(
         "--table",
         action="append",
-        choices=("1", "4", "extrapolation"),
+        choices=("1", "2", "3", "4", "extrapolation"),
         help="table to reproduce (repeatable; default 1)",
     )
     r.add_argument(
@@ -102,7 +111,7 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         default="tiny",
         choices=("tiny", "small", "paper"),
         help="tiny (CPU, ~40 min for tables 1+4 x 3 seeds on 2 cores), small "
-        "(CPU hours / GPU minutes), paper (the paper's Appendix A on WikiText-103; "
+        "(CPU hours / GPU minutes), paper (the paper's Appendix A: 45 epochs of WikiText-103; "
         "GPU). Default tiny",
     )
     r.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per variant (default 3)")
@@ -130,7 +139,24 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         "--max-steps",
         type=int,
         default=None,
-        help="override the scale's training steps (every variant alike)",
+        help="override the scale's training steps (every variant alike; for paper it "
+        "replaces the 45 epochs)",
+    )
+    r.add_argument(
+        "--code-problems",
+        action="append",
+        default=[],
+        metavar="SOURCE",
+        help="code benchmark of Tables 2 and 4 instead of the scale's (repeatable): "
+        "humaneval, mbpp (online) or a HumanEval-format JSONL file",
+    )
+    r.add_argument(
+        "--math-problems",
+        action="append",
+        default=[],
+        metavar="SOURCE",
+        help="math benchmark of Tables 3 and 4 instead of the scale's (repeatable): gsm8k, "
+        "math (online), synthetic or a JSONL file of question/answer records",
     )
     r.add_argument(
         "--only",

@@ -15,10 +15,18 @@ from .._config import ConfigBase
 from ..models.config import GPTConfig
 from ..training.checkpoint import CHECKPOINTS_DIR, list_checkpoints
 from ..training.config import TrainConfig
-from .variants import Scale, get_scale, run_dir
+from .finetune import math_corpus_spec
+from .variants import TABLE_TASKS, TABLES, Scale, get_scale, run_dir
 from .variants import table_variants as _table_variants
 
-__all__ = ["PlannedRun", "ReproduceConfig", "check_run_settings", "plan_runs"]
+__all__ = [
+    "PlannedRun",
+    "ReproduceConfig",
+    "check_run_settings",
+    "finetune_dir",
+    "plan_finetunes",
+    "plan_runs",
+]
 
 #: TrainConfig fields that do not change what is learned (ignored when comparing a run
 #: directory's saved settings with the plan).
@@ -36,14 +44,18 @@ _TRAIN_IGNORED = (
 )
 
 
-@dataclass
+#: What a run directory's config.json meant by a field it does not have (written before the
+#: field existed): PCL on the rotated phases, summed; δ drawn around 0.
+_LEGACY_MODEL = {"delta_init": "paper", "pcl_target": "rotated", "pcl_reduce": "sum"}
+
+
 @dataclass
 class ReproduceConfig(ConfigBase):
     """What ``complexformer reproduce`` does.
 
     Attributes:
         out: the output directory (``OUT/runs/<variant>/seed<k>``, ``OUT/table*.md``).
-        tables: table ids: ``"1"``, ``"4"``, ``"extrapolation"``.
+        tables: table ids: ``"1"``, ``"2"``, ``"3"``, ``"4"``, ``"extrapolation"``.
         scale: a :class:`Scale` or the name of one (``tiny``, ``small``, ``paper``).
         seeds: number of seeds; the seeds are 0 .. seeds − 1.
         data: corpus spec (None: the scale's).
@@ -55,6 +67,12 @@ class ReproduceConfig(ConfigBase):
         only: restrict training and evaluation to these runs: ``"VARIANT"`` (all its seeds)
             or ``"VARIANT/seedK"``; the tables still include the other runs' saved results.
         command: the command line, printed above the tables.
+        code_benchmarks: code problem sources replacing the scale's (``humaneval``,
+            ``mbpp``, HumanEval-format JSONL paths); empty: the scale's.
+        math_benchmarks: math test sources replacing the scale's (``gsm8k``, ``math``,
+            ``synthetic``, JSONL paths); empty: the scale's.
+        budget: the token budget of a scale given in epochs, filled in by
+            :func:`~.budget.resolve_token_budget` (the plan prints it).
     """
 
     out: str
@@ -69,15 +87,27 @@ class ReproduceConfig(ConfigBase):
     train_only: bool = False
     only: tuple[str, ...] = ()
     command: str | None = None
+    code_benchmarks: tuple[str, ...] = ()
+    math_benchmarks: tuple[str, ...] = ()
+    budget: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.out = os.fspath(self.out)
         self.tables = tuple(dict.fromkeys(str(t) for t in self.tables))
         if not self.tables:
-            raise ValueError("give at least one table (1, 4, extrapolation)")
+            raise ValueError("give at least one table (1, 2, 3, 4, extrapolation)")
         _table_variants(self.tables)  # validates the ids
         if isinstance(self.scale, str):
             self.scale = get_scale(self.scale)
+        self.code_benchmarks = tuple(self.code_benchmarks)
+        self.math_benchmarks = tuple(self.math_benchmarks)
+        if self.scale.finetune is None:
+            bad = [t for t in self.tables if t in ("2", "3")]
+            if bad:
+                raise ValueError(
+                    f"table {bad[0]} needs fine-tuning, which scale {self.scale.name!r} does "
+                    "not define (Scale.finetune is None)"
+                )
         if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
             raise ValueError(f"seeds must be an integer >= 1, got {self.seeds!r}")
         if self.threads is not None and self.threads < 1:
@@ -97,6 +127,28 @@ class ReproduceConfig(ConfigBase):
     def variants(self) -> list[str]:
         """The distinct variants of the tables, in order."""
         return _table_variants(self.tables)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The fine-tuning tasks the tables need (``code``, ``math``), none without a
+        fine-tuning recipe."""
+        assert isinstance(self.scale, Scale)
+        if self.scale.finetune is None:
+            return ()
+        names = [k for t in self.tables for k in TABLE_TASKS.get(t, ())]
+        return tuple(dict.fromkeys(names))
+
+    def task_variants(self, task: str) -> list[str]:
+        """The variants fine-tuned for ``task``, in table order."""
+        names = [v for t in self.tables if task in TABLE_TASKS.get(t, ()) for v in TABLES[t]]
+        return list(dict.fromkeys(names))
+
+    def benchmarks(self, task: str) -> tuple[str, ...]:
+        """The code or math benchmarks: the overrides, else the scale's."""
+        assert isinstance(self.scale, Scale) and self.scale.finetune is not None
+        if task == "code":
+            return self.code_benchmarks or self.scale.finetune.code_benchmarks
+        return self.math_benchmarks or self.scale.finetune.math_benchmarks
 
     @property
     def data_spec(self) -> str:
@@ -128,6 +180,8 @@ class PlannedRun:
         model_config: its :class:`GPTConfig`.
         train_config: its :class:`TrainConfig`.
         selected: whether ``--only`` selects it.
+        task: ``""`` for a pre-training run, ``"code"`` or ``"math"`` for a fine-tuning run
+            (which starts from the pre-training run of the same variant and seed).
     """
 
     variant: str
@@ -136,10 +190,11 @@ class PlannedRun:
     model_config: GPTConfig
     train_config: TrainConfig
     selected: bool = True
+    task: str = ""
 
     @property
     def name(self) -> str:
-        return f"{self.variant}/seed{self.seed}"
+        return (f"{self.task}:" if self.task else "") + f"{self.variant}/seed{self.seed}"
 
     @property
     def finished(self) -> bool:
@@ -172,15 +227,56 @@ def plan_runs(config: ReproduceConfig) -> list[PlannedRun]:
     return runs
 
 
+def finetune_dir(out: str | os.PathLike, task: str, variant: str, seed: int) -> Path:
+    """``OUT/finetune/<task>/<variant>/seed<seed>``."""
+    return Path(out) / "finetune" / task / variant / f"seed{seed}"
+
+
+def plan_finetunes(config: ReproduceConfig) -> list[PlannedRun]:
+    """The fine-tuning runs of Tables 2-4: per task, variant and seed, continued training of
+    ``OUT/runs/<variant>/seed<k>`` (``init_from``, its tokenizer) on the task's corpus with
+    the scale's fine-tuning settings (lr 2e-5, Appendix A)."""
+    scale = config.scale
+    assert isinstance(scale, Scale)
+    spec = scale.finetune
+    runs: list[PlannedRun] = []
+    for task in config.tasks:
+        assert spec is not None
+        if task == "code":
+            data, text_field = spec.code_data, spec.code_text_field
+        else:
+            data, text_field = math_corpus_spec(config.out), "text"
+        for v in config.task_variants(task):
+            for seed in range(config.seeds):
+                d = finetune_dir(config.out, task, v, seed)
+                tc = scale.train_config(
+                    d, seed, data=data, device=config.device, num_threads=config.threads
+                ).replace(
+                    **spec.train,
+                    init_from=os.fspath(run_dir(config.out, v, seed)),
+                    tokenizer=None,
+                    text_field=text_field,
+                )
+                if config.bf16:
+                    tc = tc.replace(bf16=True)
+                runs.append(
+                    PlannedRun(
+                        v, seed, d, scale.model_config(v), tc, config.selected(v, seed), task
+                    )
+                )
+    return runs
+
+
 def settings_diff(run: PlannedRun) -> dict[str, tuple[Any, Any]]:
     """Fields where the run directory's saved configs differ from the plan."""
     diff: dict[str, tuple[Any, Any]] = {}
     cfg_path, tc_path = run.run_dir / "config.json", run.run_dir / "train_config.json"
     if cfg_path.is_file():
-        saved = json.loads(cfg_path.read_text(encoding="utf-8"))
+        saved = {**_LEGACY_MODEL, **json.loads(cfg_path.read_text(encoding="utf-8"))}
         planned = run.model_config.to_dict()
+        skip = {"vocab_size"} | (set() if planned.get("pcl") else {"pcl_target", "pcl_reduce"})
         for k in sorted(set(saved) | set(planned)):
-            if k != "vocab_size" and saved.get(k) != planned.get(k):
+            if k not in skip and saved.get(k) != planned.get(k):
                 diff[k] = (saved.get(k), planned.get(k))
     if tc_path.is_file():
         saved = json.loads(tc_path.read_text(encoding="utf-8"))

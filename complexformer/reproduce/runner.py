@@ -28,6 +28,7 @@ Ability via Head-Specific Complex Vector Attention" (2025), Tables 1 and 4, at a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -42,9 +43,26 @@ from ..training import train
 from ..training.dist import env_world, resolve_device
 from ..training.rundir import run_lock
 from . import table as tables
+from . import table_tasks
+from .budget import gpu_hours, resolve_token_budget
 from .evaluate import EvalContext, cached_result, eval_paths, eval_settings, evaluate_run
-from .plan import PlannedRun, ReproduceConfig, check_run_settings, plan_runs, settings_diff
+from .plan import (
+    PlannedRun,
+    ReproduceConfig,
+    check_run_settings,
+    plan_finetunes,
+    plan_runs,
+    settings_diff,
+)
 from .plots import plot_extrapolation_means, plot_table_losses
+from .tasks import (
+    benchmark_name,
+    cached_task_result,
+    evaluate_task_run,
+    prepare_task_data,
+    task_settings,
+    train_task_run,
+)
 from .variants import TABLE4_LABELS, TABLE_TITLES, TABLES, VARIANTS, Scale
 
 __all__ = [
@@ -58,12 +76,75 @@ __all__ = [
     "format_plan",
     "plan_runs",
     "reproduce",
+    "resolve_budget",
 ]
+
+#: Tables that read the pre-training runs' own evaluation (perplexity, text suite).
+_BASE_EVAL_TABLES = ("1", "4", "extrapolation")
+
+
+def resolve_budget(
+    config: ReproduceConfig, *, count: bool, log: Callable[[str], Any] | None = None
+) -> ReproduceConfig:
+    """For a scale given in epochs (``paper``), the config with ``max_steps`` computed from
+    the corpus's training tokens (:mod:`.budget`) and ``budget`` filled in; otherwise
+    ``config`` itself.
+
+    Args:
+        config: the reproduction.
+        count: tokenise the train split when its count is not recorded yet (a real run);
+            False (``--dry-run``) uses the scale's estimate where it applies.
+        log: progress messages.
+    """
+    scale = config.scale
+    assert isinstance(scale, Scale)
+    if scale.epochs is None:
+        return config
+    budget = resolve_token_budget(
+        out=config.out,
+        data=config.data_spec,
+        tokenizer=scale.tokenizer,
+        vocab_size=scale.vocab_size,
+        epochs=scale.epochs,
+        estimate=scale.train_tokens_estimate,
+        estimate_data=scale.data,
+        batch_size=scale.train_config(config.out, 0).batch_size,
+        seq_len=scale.model_config(config.variants[0]).max_seq_len,
+        count=count,
+        log=log,
+    )
+    new_scale = dataclasses.replace(scale, train={**scale.train, "max_steps": budget["max_steps"]})
+    return dataclasses.replace(config, scale=new_scale, budget=budget)
+
+
+def _budget_lines(config: ReproduceConfig, runs: list[PlannedRun]) -> list[str]:
+    """The epochs, token count, steps and estimated GPU-hours of a scale given in epochs."""
+    b = config.budget
+    if not b or not runs:
+        return []
+    src = (
+        "counted from the tokenised corpus"
+        if b["source"] == "counted"
+        else "estimate: WikiText-103's 103,227,021 words x 1.15 GPT-2 tokens per word; "
+        "counted when the corpus is tokenised before training"
+    )
+    tokens = b["max_steps"] * b["tokens_per_step"]
+    hours = [gpu_hours(r.model_config, tokens) for r in runs]
+    return [
+        f"budget: {b['epochs']:g} epochs of {b['train_tokens']:,} training tokens ({src}) = "
+        f"{b['max_steps']:,} steps of {b['tokens_per_step']:,} tokens "
+        f"({tokens / b['train_tokens']:.2f} epochs)",
+        f"estimated GPU-hours (A100 at 40 % of 312 TFLOP/s, 6N + 6LTd FLOPs per token): "
+        f"{hours[0]:.1f} per {runs[0].variant} run, {sum(hours):.0f} for the {len(runs)} "
+        "runs of the plan",
+    ]
 
 
 # ---------------------------------------------------------------------- plan printing
-def _status(run: PlannedRun, settings: dict[str, dict[str, Any]]) -> str:
+def _status(run: PlannedRun, settings: dict[str, dict[str, Any]] | None) -> str:
     if run.finished:
+        if settings is None:  # no table reads this run's own evaluation
+            return "finished"
         if cached_result(run, settings) is not None:
             return "finished, evaluated"
         return "finished, evaluation pending"
@@ -116,14 +197,45 @@ def format_plan(config: ReproduceConfig, runs: list[PlannedRun] | None = None) -
             f"tokens per run: {tc['max_steps'] * tc['batch_size'] * mc.max_seq_len:,}"
             f" ({tc['max_steps']} steps x {tc['batch_size']} x {mc.max_seq_len})"
         )
+    lines += _budget_lines(config, runs)
     lines.append(f"evaluation: {json.dumps(settings)}")
     lines += ["", f"runs ({len(runs)}):"]
     for r in runs:
         sel = "" if r.selected else "  [not selected by --only]"
         diff = settings_diff(r)
         warn = f"  [OTHER SETTINGS: {diff}]" if diff else ""
-        lines.append(f"  {r.name:<20} {r.run_dir}  {_status(r, settings)}{sel}{warn}")
+        st = _status(r, settings if any(t in _BASE_EVAL_TABLES for t in config.tables) else None)
+        lines.append(f"  {r.name:<20} {r.run_dir}  {st}{sel}{warn}")
+    ft = plan_finetunes(config)
+    if ft:
+        spec = scale.finetune
+        assert spec is not None
+        lines += ["", f"fine-tuning (Tables 2-4; from each run, its tokenizer): {spec.train}"]
+        for task in config.tasks:
+            data = ft[[r.task for r in ft].index(task)].train_config.data
+            lines.append(
+                f"  {task}: corpus {data}; benchmarks {', '.join(config.benchmarks(task))}; "
+                f"{json.dumps(task_settings(config, task))}"
+            )
+        lines += ["", f"fine-tuning runs ({len(ft)}):"]
+        for r in ft:
+            sel = "" if r.selected else "  [not selected by --only]"
+            diff = settings_diff(r)
+            warn = f"  [OTHER SETTINGS: {diff}]" if diff else ""
+            st = _task_status(r, task_settings(config, r.task))
+            lines.append(f"  {r.name:<26} {r.run_dir}  {st}{sel}{warn}")
     return "\n".join(lines)
+
+
+def _task_status(run: PlannedRun, settings: dict[str, dict[str, Any]]) -> str:
+    if run.finished:
+        if cached_task_result(run, settings) is not None:
+            return "finished, evaluated"
+        return "finished, evaluation pending"
+    step = run.checkpoint_step()
+    if step is not None:
+        return f"partial: checkpoint at step {step}/{run.train_config.max_steps}"
+    return "new"
 
 
 # ---------------------------------------------------------------------- the whole thing
@@ -146,24 +258,82 @@ def _table_meta(config: ReproduceConfig, runs: list[PlannedRun]) -> dict[str, An
     }
 
 
+def _merge_task_results(
+    results: list[dict[str, Any]], task_results: dict[str, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The pre-training results with each fine-tuned run's scores added under its task."""
+    scores = {
+        (r["variant"], r["seed"], task): r[task] for task, rs in task_results.items() for r in rs
+    }
+    merged = []
+    for r in results:
+        extra = {
+            task: scores[(r["variant"], r["seed"], task)]
+            for task in task_results
+            if (r["variant"], r["seed"], task) in scores
+        }
+        merged.append({**r, **extra})
+    return merged
+
+
 def _write_tables(
     config: ReproduceConfig,
     runs: list[PlannedRun],
     results: list[dict[str, Any]],
     log: Callable[[str], Any],
+    task_results: dict[str, list[dict[str, Any]]] | None = None,
+    ft_runs: list[PlannedRun] | None = None,
 ) -> dict[str, Any]:
     out = Path(config.out)
     meta = _table_meta(config, runs)
+    task_results = task_results or {}
+    ft_meta = dict(meta)
+    scale = config.scale
+    assert isinstance(scale, Scale)
+    if scale.finetune is not None:
+        ft_meta["finetune"] = json.dumps(scale.finetune.train)
+    if not any(t in _BASE_EVAL_TABLES for t in config.tables):
+        ft_meta.pop("evaluator", None)  # no gen-PPL in Tables 2 and 3
     written: dict[str, Any] = {}
     dirs: dict[str, list[str]] = {}
     for r in runs:
         if r.finished:
             dirs.setdefault(r.variant, []).append(str(r.run_dir))
+    for r in ft_runs or []:
+        if r.finished:
+            dirs.setdefault(f"{r.task}:{r.variant}", []).append(str(r.run_dir))
     for t in config.tables:
         if t == "1":
             payload = tables.build_table1(results, TABLES["1"], meta=meta)
+        elif t == "2":
+            assert scale.finetune is not None
+            payload = table_tasks.build_table2(
+                task_results.get("code", []),
+                [benchmark_name(b) for b in config.benchmarks("code")],
+                tuple(scale.finetune.code_config("humaneval").ks),
+                TABLES["2"],
+                meta=ft_meta,
+            )
+        elif t == "3":
+            payload = table_tasks.build_table3(
+                task_results.get("math", []),
+                [benchmark_name(b) for b in config.benchmarks("math")],
+                TABLES["3"],
+                meta=ft_meta,
+            )
         elif t == "4":
-            payload = tables.build_table4(results, TABLES["4"], meta=meta)
+            extra: tuple = ()
+            if config.tasks:
+                extra = table_tasks.task_metrics_table4(
+                    benchmark_name(config.benchmarks("code")[0]),
+                    benchmark_name(config.benchmarks("math")[0]),
+                )
+            payload = tables.build_table4(
+                _merge_task_results(results, task_results),
+                TABLES["4"],
+                meta=ft_meta if extra else meta,
+                task_metrics=extra,
+            )
         else:
             scale = config.scale
             assert isinstance(scale, Scale)
@@ -176,8 +346,9 @@ def _write_tables(
             png = plot_extrapolation_means(payload, out / f"{name}.png", log=log)
         else:
             labels = TABLE4_LABELS if t == "4" else {v: VARIANTS[v].label for v in TABLES[t]}
+            prefix = {"2": "code:", "3": "math:"}.get(t, "")
             png = plot_table_losses(
-                {v: dirs.get(v, []) for v in TABLES[t]},
+                {v: dirs.get(prefix + v, []) for v in TABLES[t]},
                 out / f"loss_{name}.png",
                 title=TABLE_TITLES[t],
                 labels=labels,
@@ -217,16 +388,19 @@ def reproduce(
         ImportError: the evaluator's package is missing (checked before any training).
     """
 
-    scale = config.scale
-    assert isinstance(scale, Scale)
     rank, world, local = env_world()
     say: Callable[[str], Any] = (log or (lambda _m: None)) if rank == 0 else (lambda _m: None)
+    config = resolve_budget(config, count=True, log=say)
+    scale = config.scale
+    assert isinstance(scale, Scale)
     train_only = config.train_only or world > 1
     runs = plan_runs(config)
-    for r in runs:
+    ft_runs = plan_finetunes(config)
+    for r in runs + ft_runs:
         check_run_settings(r)
     settings = eval_settings(config)
-    spec = config.evaluator_spec
+    base_eval = any(t in _BASE_EVAL_TABLES for t in config.tables)
+    spec = config.evaluator_spec if base_eval else None
     if not train_only and spec is not None and evaluator is None:
         resolve_evaluator(spec)  # fail now (missing package / file), not after training
     device = resolve_device(config.device, local)
@@ -258,6 +432,21 @@ def reproduce(
                     + (f", val ppl {val:.2f}" if val is not None else "")
                     + f" (total {_fmt_s(time.perf_counter() - t_start)})"
                 )
+        # ---- fine-tuning (Tables 2-4)
+        ft_todo = [r for r in ft_runs if r.selected]
+        if ft_todo:
+            prepare_task_data(config, say)
+        for i, r in enumerate(ft_todo, 1):
+            head = f"[fine-tune {i}/{len(ft_todo)}] {r.name}"
+            if r.finished:
+                skipped += 1
+                say(f"{head}: finished already, skipped")
+                continue
+            say(f"{head}: fine-tuning {r.train_config.init_from} -> {r.run_dir}")
+            t0 = time.perf_counter()
+            train_task_run(r, log)
+            trained += 1
+            say(f"{head}: fine-tuned in {_fmt_s(time.perf_counter() - t0)}")
         if train_only:
             say(
                 f"reproduce: training done ({trained} trained, {skipped} already finished) in "
@@ -274,7 +463,7 @@ def reproduce(
 
         # ---- evaluation
         ctx = EvalContext(spec, device, evaluator, log=say)
-        for i, r in enumerate(runs, 1):
+        for i, r in enumerate(runs if base_eval else [], 1):
             head = f"[{i}/{len(runs)}] {r.name}"
             if not r.finished:
                 say(f"{head}: not trained, left out of the tables")
@@ -298,8 +487,27 @@ def reproduce(
                 + f" (total {_fmt_s(time.perf_counter() - t_start)})"
             )
 
+        task_results: dict[str, list[dict[str, Any]]] = {t: [] for t in config.tasks}
+        for i, r in enumerate(ft_runs, 1):
+            head = f"[fine-tune {i}/{len(ft_runs)}] {r.name}"
+            if not r.finished:
+                say(f"{head}: not fine-tuned, left out of the tables")
+                continue
+            tset = task_settings(config, r.task)
+            cached = cached_task_result(r, tset)
+            if cached is not None or not r.selected:
+                if cached is not None:
+                    task_results[r.task].append(cached)
+                    say(f"{head}: evaluated already, skipped")
+                continue
+            say(f"{head}: evaluating {', '.join(tset)}")
+            t0 = time.perf_counter()
+            task_results[r.task].append(evaluate_task_run(r, config, tset, device))
+            ctx.evaluated += 1
+            say(f"{head}: evaluated in {_fmt_s(time.perf_counter() - t0)}")
+
         # ---- tables
-        written = _write_tables(config, runs, results, say)
+        written = _write_tables(config, runs, results, say, task_results, ft_runs)
     elapsed = time.perf_counter() - t_start
     write_json(
         Path(config.out) / "reproduce.json",
@@ -312,6 +520,8 @@ def reproduce(
             "scale": scale.to_dict(),
             "evaluation": settings,
             "runs": results,
+            "finetune_runs": task_results,
+            "budget": config.budget,
             "tables": {t: w["files"] for t, w in written.items()},
             "elapsed_s": elapsed,
             "evaluator_load_s": ctx.evaluator_load_s,

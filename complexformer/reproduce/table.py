@@ -349,7 +349,16 @@ def _paired_markdown(
 def _meta_lines(meta: dict[str, Any] | None) -> list[str]:
     if not meta:
         return []
-    keys = ("scale", "data", "tokens_per_run", "seeds", "evaluator", "command")
+    keys = (
+        "scale",
+        "data",
+        "tokens_per_run",
+        "finetune",
+        "seeds",
+        "evaluator",
+        "command",
+        "note",
+    )
     lines = []
     for k in keys:
         if meta.get(k) is not None:
@@ -507,10 +516,15 @@ def build_table4(
     full: str = "cmha",
     baseline: str = "rope",
     meta: dict[str, Any] | None = None,
+    task_metrics: Sequence[Metric] = (),
 ) -> dict[str, Any]:
     """Table 4 of Shao et al. (2025), the ablation: gen-PPL and val ppl of each variant with
     the difference of its mean from the full model's (Δ = variant − full), then paired
     comparisons against RoPE and against the full model.
+
+    Args:
+        task_metrics: further columns after gen-PPL and val ppl: the paper's Pass@1 (code)
+            and Acc. (math) of the fine-tuned runs (:mod:`.table_tasks`).
 
     Returns:
         As :func:`build_table1`, plus ``paired_full`` (the comparison against ``full``).
@@ -520,7 +534,7 @@ def build_table4(
     labels = {v: TABLE4_LABELS.get(v, VARIANTS[v].label if v in VARIANTS else v) for v in variants}
     results = [r for r in results if r["variant"] in variants]
     grouped = _by_variant(results)
-    metrics = (GEN_PPL, VAL_PPL)
+    metrics = (GEN_PPL, VAL_PPL, *task_metrics)
     full_stats = {m.key: _stats(grouped.get(full, {}), m) for m in metrics}
     rows = []
     for v in variants:
@@ -546,26 +560,31 @@ def build_table4(
                 "delta_vs_full": deltas,
             }
         )
-    paired = paired_comparison(results, variants, baseline, PAIRED_METRICS)
-    paired_full = paired_comparison(results, variants, full, (GEN_PPL, VAL_PPL, TEST_PPL))
-    columns = ["Variant", "gen-PPL ↓ (Δ vs full)", "val ppl ↓ (Δ vs full)"]
+    paired_metrics = (*PAIRED_METRICS, *task_metrics)
+    full_metrics = (GEN_PPL, VAL_PPL, TEST_PPL, *task_metrics)
+    paired = paired_comparison(results, variants, baseline, paired_metrics)
+    paired_full = paired_comparison(results, variants, full, full_metrics)
+    columns = ["Variant"] + [f"{m.header} (Δ vs full)" for m in metrics]
     title = TABLE_TITLES["4"]
     md = [
         f"# {title}",
         "",
         *_meta_lines(meta),
-        markdown_table(columns, [[r["label"], *r["cells"]] for r in rows], align="lrr"),
+        markdown_table(
+            columns, [[r["label"], *r["cells"]] for r in rows], align="l" + "r" * len(metrics)
+        ),
         "",
-        "Δ: mean of the variant − mean of the full model (positive = worse than the full model).",
+        "Δ: mean of the variant − mean of the full model (positive = worse than the full "
+        "model for ↓ columns, better for ↑ columns).",
         "",
         *_n_note(rows),
         f"## Paired comparison with {labels.get(full, full)}",
         "",
-        _paired_markdown(paired_full, (GEN_PPL, VAL_PPL, TEST_PPL), labels),
+        _paired_markdown(paired_full, full_metrics, labels),
         "",
         f"## Paired comparison with {labels.get(baseline, baseline)}",
         "",
-        _paired_markdown(paired, PAIRED_METRICS, labels),
+        _paired_markdown(paired, paired_metrics, labels),
         "",
         *_runs_section(results),
     ]

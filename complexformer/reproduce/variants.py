@@ -32,6 +32,8 @@ from ..evaluation.extrapolation import ExtrapolationConfig
 from ..evaluation.text import TextSuiteConfig
 from ..models.config import GPTConfig, unknown_key_error
 from ..training.config import TrainConfig
+from .budget import WIKITEXT103_GPT2_TRAIN_TOKENS
+from .finetune import FINETUNE_LR, SYNTHETIC, FineTuneSpec
 
 __all__ = [
     "SCALES",
@@ -55,6 +57,8 @@ class Variant:
         label: the row name of the paper's table.
         pos_scheme: :attr:`GPTConfig.pos_scheme`.
         pcl: :attr:`GPTConfig.pcl` (the phase contrastive loss, ComplexFormer §3.2).
+        delta_init: :attr:`GPTConfig.delta_init` (``"paper"``: δ ~ N(0, σ²); ``"rope"``:
+            δ = 1 + N(0, σ²)).
         shape: ``"base"`` (the scale's model) or ``"gpt2"`` (the scale's GPT-2-shaped model,
             :attr:`Scale.gpt2_model`).
         description: what the row is, in words.
@@ -66,13 +70,14 @@ class Variant:
     pcl: bool = False
     shape: str = "base"
     description: str = ""
+    delta_init: str = "paper"
 
     def __post_init__(self) -> None:
         get_scheme(self.pos_scheme)  # an unknown name raises, listing the registered ones
 
     def overrides(self) -> dict[str, Any]:
         """The :class:`GPTConfig` fields this variant sets on top of the scale's shape."""
-        return {"pos_scheme": self.pos_scheme, "pcl": self.pcl}
+        return {"pos_scheme": self.pos_scheme, "pcl": self.pcl, "delta_init": self.delta_init}
 
 
 #: Every variant of every table, in the order the tables list them.
@@ -131,18 +136,35 @@ VARIANTS: dict[str, Variant] = {
             pcl=False,
             description="CMHA with per-head delta, b, without PCL (Table 4 'w/o PCL')",
         ),
+        Variant(
+            "cmha_ropeinit",
+            "δ initialised at 1 (RoPE)",
+            "cmha",
+            pcl=True,
+            delta_init="rope",
+            description="the full model with delta = 1 + N(0, 0.02^2) instead of N(0, 0.02^2): "
+            "every head starts as RoPE (Table 4, not a row of the paper)",
+        ),
     )
 }
 
 #: The variants of each table (``--table``), in row order.
 TABLES: dict[str, tuple[str, ...]] = {
     "1": ("learned", "sinusoidal", "gpt2", "rope", "cmha_shared", "cmha"),
-    "4": ("cmha", "cmha_shared", "cmha_fixed", "cmha_nopcl", "rope"),
+    "2": ("learned", "sinusoidal", "gpt2", "rope", "cmha_shared", "cmha"),
+    "3": ("learned", "sinusoidal", "gpt2", "rope", "cmha_shared", "cmha"),
+    "4": ("cmha", "cmha_shared", "cmha_fixed", "cmha_nopcl", "cmha_ropeinit", "rope"),
     "extrapolation": ("learned", "sinusoidal", "gpt2", "rope", "cmha_shared", "cmha"),
 }
 
+#: The fine-tuning tasks each table needs (``code``: Table 2, ``math``: Table 3; Table 4 has
+#: a Pass@1 and an accuracy column).
+TABLE_TASKS: dict[str, tuple[str, ...]] = {"2": ("code",), "3": ("math",), "4": ("code", "math")}
+
 TABLE_TITLES: dict[str, str] = {
     "1": "Table 1: positional schemes (language modelling and text generation)",
+    "2": "Table 2: code generation after fine-tuning (pass@k)",
+    "3": "Table 3: mathematical reasoning after fine-tuning (final-answer accuracy)",
     "4": "Table 4: ablation of ComplexFormer",
     "extrapolation": "Length extrapolation of the Table-1 position variants",
 }
@@ -153,6 +175,7 @@ TABLE4_LABELS: dict[str, str] = {
     "cmha_shared": "w/o head-specific adaptation (shared δ, b)",
     "cmha_fixed": "w/o adaptation (δ=1, b=0 fixed)",
     "cmha_nopcl": "w/o PCL",
+    "cmha_ropeinit": "δ initialised at 1 (RoPE at step 0)",
     "rope": "RoPE",
 }
 
@@ -202,6 +225,12 @@ class Scale:
             PCL's log-softmax over positions at τ = 0.1 produces denormal gradients that
             make a CPU matmul up to ~30× slower; flushing them to zero changes nothing above
             1e-38 and makes PCL runs about 1.7× faster here.
+        epochs: when set, ``train["max_steps"]`` is replaced by the steps of this many epochs
+            of the corpus's training tokens (:mod:`.budget`); ``--max-steps`` switches it off.
+        train_tokens_estimate: the training tokens of ``data`` under ``tokenizer``, used by
+            a dry run until the corpus has been tokenised once.
+        finetune: the fine-tuning recipe of Tables 2-4 (None: the scale has none; Table 4
+            then has no Pass@1 and Acc. columns and Tables 2 and 3 are refused).
     """
 
     name: str
@@ -218,16 +247,21 @@ class Scale:
     ppl_max_blocks: int | None = None
     extrapolation: dict[str, Any] = field(default_factory=dict)
     flush_denormal: bool = False
+    epochs: float | None = None
+    train_tokens_estimate: int | None = None
+    finetune: FineTuneSpec | None = None
 
     def __post_init__(self) -> None:
         names = set(GPTConfig.field_names())
         for what, d in (("model", self.model), ("gpt2_model", self.gpt2_model)):
             for key in d:
-                if key not in names or key in ("pos_scheme", "pcl", "vocab_size"):
+                if key not in names or key in ("pos_scheme", "pcl", "vocab_size", "delta_init"):
                     raise ValueError(
                         f"Scale.{what} cannot set {key!r} (GPTConfig shape fields "
-                        "only; pos_scheme and pcl come from the variant)"
+                        "only; pos_scheme, pcl and delta_init come from the variant)"
                     )
+        if self.epochs is not None and not self.epochs > 0:
+            raise ValueError(f"Scale.epochs must be > 0 or None, got {self.epochs}")
         tnames = set(TrainConfig.field_names())
         for key in self.train:
             if key not in tnames or key in _TRAIN_FIXED_OUT | {"tokenizer", "vocab_size"}:
@@ -308,11 +342,14 @@ class Scale:
         )
 
     def replace(self, **changes: Any) -> Scale:
-        """A copy with fields changed; ``max_steps=N`` (etc.) changes ``train`` entries."""
+        """A copy with fields changed; ``max_steps=N`` (etc.) changes ``train`` entries (and
+        an explicit ``max_steps`` switches ``epochs`` off)."""
         top = {k: v for k, v in changes.items() if k in self.__dataclass_fields__}
         rest = {k: v for k, v in changes.items() if k not in top}
         if rest:
             top["train"] = {**self.train, **rest}
+            if "max_steps" in rest and "epochs" not in top:
+                top["epochs"] = None
         return dataclasses.replace(self, **top)
 
     def to_dict(self) -> dict[str, Any]:
@@ -329,6 +366,11 @@ _PAPER_OPTIM = dict(
     schedule="cosine",
     grad_clip=1.0,
 )
+
+#: Fine-tuning (Appendix A: "2e-5 fine-tune"), the pre-training optimizer otherwise.
+_FT_TRAIN = dict(lr=FINETUNE_LR, warmup_frac=0.05, schedule="cosine", log_every=10, keep_last=1)
+#: Sampling of the code suite (§4.1.2: "k=100 samples (temp=0.8)", pass@1/10/100).
+_FT_CODE = dict(temperature=0.8, top_p=0.95, ks=(1, 10, 100))
 
 SCALES: dict[str, Scale] = {
     # Sized so that --table 1 --table 4 --seeds 3 (8 variants x 3 seeds = 24 runs plus their
@@ -390,6 +432,16 @@ SCALES: dict[str, Scale] = {
         ppl_max_blocks=200,
         extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=8192, batch_size=8, split="val"),
         flush_denormal=True,
+        finetune=FineTuneSpec(
+            train=dict(_FT_TRAIN, max_steps=100, eval_every=50, save_every=100),
+            code_data="stdlib",
+            code_benchmarks=("humaneval",),
+            code=dict(_FT_CODE, num_samples=10, max_problems=20, max_new_tokens=64, batch_size=10),
+            math_train=(SYNTHETIC,),
+            math_benchmarks=(SYNTHETIC,),
+            math=dict(max_problems=50, max_new_tokens=32, batch_size=16),
+            synthetic_problems=(2000, 50),
+        ),
     ),
     # CPU hours or GPU minutes: the tiny preset's size with the paper's d_ff ratio.
     "small": Scale(
@@ -448,16 +500,28 @@ SCALES: dict[str, Scale] = {
         ppl_max_blocks=None,
         extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=16384, batch_size=8, split="val"),
         flush_denormal=True,
+        finetune=FineTuneSpec(
+            train=dict(_FT_TRAIN, max_steps=500, eval_every=250, save_every=250),
+            code_data="stdlib",
+            code_benchmarks=("humaneval",),
+            code=dict(_FT_CODE, num_samples=20, max_new_tokens=128, batch_size=20),
+            math_train=(SYNTHETIC,),
+            math_benchmarks=(SYNTHETIC,),
+            math=dict(max_problems=200, max_new_tokens=48, batch_size=16),
+            synthetic_problems=(5000, 200),
+        ),
     ),
     # The paper's Appendix A: WikiText-103, GPT-2 tokenizer, 8 layers, d_model 512, 8 heads,
     # d_ff 1024, dropout 0.1, AdamW lr 1e-4, betas (0.9, 0.98), eps 1e-9, weight decay 0.01,
-    # 5% warm-up then cosine, batch 8 x 512 tokens; gen-PPL under GPT-2 Large, 256 new
-    # tokens, p = 0.9. The number of steps is not given by the paper: 50k steps (205M tokens,
-    # about 1.8 epochs of WikiText-103) is our choice; --max-steps changes it.
+    # 5% warm-up then cosine, batch 8 x 512 tokens, "WikiText-103: 40-50 epochs" (45 here:
+    # the steps are computed from the tokenised corpus, see budget.py; --max-steps overrides),
+    # ω_j = base^(-2j/(d_k/2)) (eq. 6); gen-PPL under GPT-2 Large, 256 new tokens, p = 0.9;
+    # fine-tuning at lr 2e-5.
     "paper": Scale(
         name="paper",
         description="GPU: the paper's Appendix A (WikiText-103, GPT-2 tokenizer, 8 layers, "
-        "d_model 512, 8 heads, d_ff 1024, dropout 0.1, lr 1e-4, batch 8 x 512), 50k steps",
+        "d_model 512, 8 heads, d_ff 1024, dropout 0.1, lr 1e-4, batch 8 x 512, omega of "
+        "eq. 6), 45 epochs",
         data="hf:Salesforce/wikitext:wikitext-103-raw-v1",
         tokenizer="gpt2",
         vocab_size=50257,
@@ -469,6 +533,7 @@ SCALES: dict[str, Scale] = {
             max_seq_len=512,
             dropout=0.1,
             tie_embeddings=False,
+            omega_schedule="paper",
         ),
         # GPT-2 (Base) = GPT-2 small (Radford et al. 2019) at the paper's context of 512.
         gpt2_model=dict(
@@ -505,6 +570,28 @@ SCALES: dict[str, Scale] = {
         ppl_max_blocks=None,
         extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=65536, batch_size=8, split="val"),
         flush_denormal=False,
+        epochs=45.0,
+        train_tokens_estimate=WIKITEXT103_GPT2_TRAIN_TOKENS,
+        # The paper fine-tunes on a Python subset of The Stack and on GSM8K / MATH without a
+        # step count; 5000 steps of 8 x 512 tokens (20M tokens) is our choice.
+        finetune=FineTuneSpec(
+            train=dict(
+                _FT_TRAIN,
+                max_steps=5000,
+                batch_size=8,
+                min_lr_ratio=0.0,
+                eval_every=500,
+                save_every=1000,
+                log_every=50,
+            ),
+            code_data="hf:codeparrot/github-code-clean:Python-all",
+            code_text_field="code",
+            code_benchmarks=("humaneval", "mbpp"),
+            code=dict(_FT_CODE, num_samples=100, max_new_tokens=256, batch_size=50),
+            math_train=("gsm8k", "math"),
+            math_benchmarks=("gsm8k", "math"),
+            math=dict(max_new_tokens=256, batch_size=16),
+        ),
     ),
 }
 
@@ -520,7 +607,7 @@ def get_scale(name: str, **train_overrides: Any) -> Scale:
     scale = SCALES[name]
     if not train_overrides:
         return scale
-    names = TrainConfig.field_names()
+    names = TrainConfig.field_names()  # an explicit max_steps switches the epochs off
     for key in train_overrides:
         if key not in names:
             raise unknown_key_error(key, names, "TrainConfig field")

@@ -33,6 +33,22 @@ from .rundir import save_final_model, save_tokenizer
 
 __all__ = ["LMTask", "StepLoss", "TrainTask"]
 
+#: GPTConfig fields that ``init_from`` may change: they do not define the weights' shapes
+#: (the initialisation of δ is overwritten by the loaded weights).
+_NOT_SHAPE = frozenset(
+    {
+        "dropout",
+        "pcl",
+        "pcl_epsilon",
+        "pcl_tau",
+        "pcl_dropout",
+        "pcl_target",
+        "pcl_reduce",
+        "delta_init",
+        "delta_init_std",
+    }
+)
+
 
 @dataclass
 class StepLoss:
@@ -178,8 +194,7 @@ class LMTask(TrainTask):
             diff = {
                 k: (v, self.cfg.to_dict().get(k))
                 for k, v in src.model_config.to_dict().items()
-                if k not in ("dropout", "pcl", "pcl_epsilon", "pcl_tau", "pcl_dropout")
-                and self.cfg.to_dict().get(k) != v
+                if k not in _NOT_SHAPE and self.cfg.to_dict().get(k) != v
             }
             if diff:
                 raise ValueError(
@@ -200,7 +215,17 @@ class LMTask(TrainTask):
         return (
             f"model: {n_params:,} parameters, pos_scheme={cfg.pos_scheme}, "
             f"n_layer={cfg.n_layer}, d_model={cfg.d_model}, n_head={cfg.n_head}, "
-            f"max_seq_len={cfg.max_seq_len}\n" + format_parameter_report(model)
+            f"max_seq_len={cfg.max_seq_len}\n"
+            + format_parameter_report(model)
+            + (
+                f"\nPCL: loss = lm_loss + {cfg.pcl_epsilon:g} * pcl_loss; pcl_loss = "
+                f"{cfg.pcl_reduce} over {cfg.n_layer} layers x (q, k) of the InfoNCE on the "
+                f"{'semantic phases θ' if cfg.pcl_target == 'theta' else 'rotated phases'} "
+                f"(tau {cfg.pcl_tau:g}, view dropout {cfg.pcl_dropout:g}); metrics.jsonl "
+                "logs pcl_loss on this scale"
+                if cfg.pcl
+                else ""
+            )
         )
 
     def write_run_files(self, out, fresh) -> None:

@@ -37,6 +37,8 @@ CASES = [(s, False) for s in BUILTIN] + [(s, True) for s in POLAR]
 
 def config(scheme: str, pcl: bool = False, **kw) -> GPTConfig:
     base = dict(vocab_size=V, n_layer=2, n_head=2, d_model=16, d_ff=32, max_seq_len=64)
+    if pcl:  # the former code path: PCL on the rotated phases, summed over layers
+        base.update(pcl_target="rotated", pcl_reduce="sum")
     return GPTConfig(**{**base, "pos_scheme": scheme, "pcl": pcl, **kw})
 
 

@@ -29,6 +29,7 @@ class AlibiScheme(PositionalScheme):
         omega_schedule: str = "rope",
         rope_base: float = 10000.0,
         delta_init_std: float = 0.02,
+        delta_init: str = "paper",
     ) -> None:
         attn.register_buffer("slopes", alibi_slopes(n_head), persistent=False)
 

@@ -139,6 +139,7 @@ class PositionalScheme:
         omega_schedule: str = "rope",
         rope_base: float = 10000.0,
         delta_init_std: float = 0.02,
+        delta_init: str = "paper",
     ) -> None:
         """Register the parameters and buffers the scheme owns on an attention layer.
 
@@ -148,7 +149,8 @@ class PositionalScheme:
             head_dim: D.
             omega_schedule: rotation frequency schedule (rotation schemes).
             rope_base: rotation frequency base (rotation schemes).
-            delta_init_std: std of the δ initialisation (adaptive schemes).
+            delta_init_std: std σ of the δ initialisation (adaptive schemes).
+            delta_init: ``"paper"`` (δ ~ N(0, σ²)) or ``"rope"`` (δ = 1 + N(0, σ²)).
         """
 
     def rotate(self, attn: nn.Module, q: Tensor, k: Tensor, offset: int) -> tuple[Tensor, Tensor]:
@@ -169,11 +171,17 @@ class PositionalScheme:
         return q, k
 
     def rotate_with_phases(
-        self, attn: nn.Module, q: Tensor, k: Tensor, offset: int
+        self, attn: nn.Module, q: Tensor, k: Tensor, offset: int, target: str = "rotated"
     ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor] | None]:
         """:meth:`rotate`, also returning the (B, H, T, J) phases of q and k for the PCL.
 
         The default has no phases (None); schemes with :attr:`has_phases` override it.
+
+        Args:
+            attn, q, k, offset: as for :meth:`rotate`.
+            target: which phases to return: ``"theta"`` (the semantic phases θ of eq. 2,
+                before the adaptation and the position term) or ``"rotated"`` (the phases
+                after the rotation).
         """
         q, k = self.rotate(attn, q, k, offset)
         return q, k, None

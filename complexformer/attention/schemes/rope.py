@@ -38,6 +38,7 @@ class RotaryScheme(PositionalScheme):
         omega_schedule: str = "rope",
         rope_base: float = 10000.0,
         delta_init_std: float = 0.02,
+        delta_init: str = "paper",
     ) -> None:
         omega = rope_frequencies(head_dim, rope_base, omega_schedule)  # (J,)
         attn.register_buffer("omega", omega, persistent=False)
