@@ -225,7 +225,9 @@ def test_text_corpus_errors(tmp_path):
     with pytest.raises(ValueError, match="must be a string"):
         load_corpus(f"text:{bad}")
     (bad / "ok.txt").write_text("ok\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="unknown split 'validation'"):
+    with pytest.raises(
+        ValueError, match="unknown split 'validation'; expected one of train, val, test$"
+    ):
         next(FileCorpus("x", tmp_path, [bad / "ok.txt"]).documents("validation"))
 
 
