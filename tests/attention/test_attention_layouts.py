@@ -113,3 +113,34 @@ def test_bad_positions_and_scalar_delta():
     assert_close(
         polar_rotate(q, delta, bias, torch.arange(3, 8), om), polar_rotate(q, delta, bias, 3, om)
     )
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "halves"])
+def test_delta_and_bias_gradients_sum_over_every_t_chunk(layout):
+    """dL/dδ and dL/db sum over all positions: with T spanning several chunks of the analytic
+    backward (the real chunk size, not a patched one), they equal autograd of the plain
+    formula l·(cos A, sin A), A = δ·atan2(x_im, x_re) + b + p·ω (eq. 1-4, 7), in float64."""
+    import complexformer.attention.polar as polar_mod
+
+    b, h, d = 1, 2, 4
+    t = 3 * polar_mod._CHUNK_ELEMS // (b * h * d) + 5  # three full chunks and a short one
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(b, h, t, d, generator=g, dtype=torch.float64)
+    delta = 1.0 + 0.5 * torch.randn(h, d // 2, generator=g, dtype=torch.float64)
+    bias = torch.randn(h, d // 2, generator=g, dtype=torch.float64)
+    om = rope_frequencies(d).double()
+    w = torch.randn(b, h, t, d, generator=g, dtype=torch.float64)
+    assert len(polar_mod._t_chunks(x)) == 4
+    leaves = [z.clone().requires_grad_() for z in (delta, bias)]
+    (polar_rotate(x, leaves[0], leaves[1], 0, om, layout) * w).sum().backward()
+    ref = [z.clone().requires_grad_() for z in (delta, bias)]
+    xi = to_interleaved(x) if layout == "halves" else x
+    re, im = xi[..., 0::2], xi[..., 1::2]  # (B, H, T, J)
+    pos = torch.arange(t, dtype=torch.float64)[:, None]
+    phase = ref[0][:, None, :] * torch.atan2(im, re) + ref[1][:, None, :] + pos * om
+    lam = torch.sqrt(re * re + im * im)
+    out = torch.stack((lam * torch.cos(phase), lam * torch.sin(phase)), -1).flatten(-2)
+    wi = to_interleaved(w) if layout == "halves" else w
+    (out * wi).sum().backward()
+    assert_close(leaves[0].grad, ref[0].grad, atol=1e-8, rtol=1e-9)
+    assert_close(leaves[1].grad, ref[1].grad, atol=1e-8, rtol=1e-9)

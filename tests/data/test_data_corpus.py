@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import types
@@ -26,6 +27,17 @@ from complexformer.data import (
 from complexformer.data.files import stdlib_root
 
 EVEN = (0.6, 0.2, 0.2)  # fractions that give small corpora non-empty val/test splits
+ASYM = (0.93, 0.05, 0.02)  # val and test differ, so swapping them fails the checks
+
+
+def _naive_split(key: str, fractions) -> str:
+    """The per-document rule written out: blake2b (64 bits, person "cf-split") of the key
+    as u in [0, 1); train below the train fraction, then val, then test."""
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8, person=b"cf-split").digest()
+    u = int.from_bytes(digest, "big") / 2.0**64
+    if u < fractions[0]:
+        return "train"
+    return "val" if u < fractions[0] + fractions[1] else "test"
 
 
 def write_text_tree(root: Path, n: int = 30, tag: str = "") -> list[Path]:
@@ -52,7 +64,11 @@ def test_split_of_is_stable_and_matches_fractions():
     assert counts["train"] / len(keys) == pytest.approx(0.98, abs=0.005)
     assert counts["val"] / len(keys) == pytest.approx(0.01, abs=0.003)
     assert counts["test"] / len(keys) == pytest.approx(0.01, abs=0.003)
-    assert [split_of(k) for k in keys[:500]] == [split_of(k) for k in keys[:500]]
+    reference = [_naive_split(k, ASYM) for k in keys]
+    assert [split_of(k, ASYM) for k in keys] == reference
+    counts = Counter(reference)
+    assert counts["val"] / len(keys) == pytest.approx(0.05, abs=0.006)
+    assert counts["test"] / len(keys) == pytest.approx(0.02, abs=0.004)
     counts = Counter(split_of(k, EVEN) for k in keys)
     assert counts["val"] / len(keys) == pytest.approx(0.2, abs=0.02)
     assert {split_of(k, (1.0, 0.0, 0.0)) for k in keys[:200]} == {"train"}
@@ -209,7 +225,9 @@ def test_text_corpus_errors(tmp_path):
     with pytest.raises(ValueError, match="must be a string"):
         load_corpus(f"text:{bad}")
     (bad / "ok.txt").write_text("ok\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="unknown split 'validation'"):
+    with pytest.raises(
+        ValueError, match="unknown split 'validation'; expected one of train, val, test$"
+    ):
         next(FileCorpus("x", tmp_path, [bad / "ok.txt"]).documents("validation"))
 
 

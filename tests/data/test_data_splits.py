@@ -138,7 +138,8 @@ def test_same_splits_in_another_process(tmp_path):
 
 
 def test_many_files_keep_the_old_per_file_assignment(tmp_path):
-    fr = (0.9, 0.05, 0.05)  # 300 files x 0.05 = 15 expected per held-out split: whole files
+    fr = (0.88, 0.08, 0.04)  # 300 x 0.04 = 12 expected in the smaller held-out split: whole
+    # files; val and test differ, so a swap of their fractions fails the checks
     for i in range(300):
         sub = tmp_path / f"d{i % 7}"
         sub.mkdir(exist_ok=True)
@@ -167,6 +168,7 @@ def test_the_switch_between_whole_files_and_chunks():
     assert use_chunks(999) and not use_chunks(1000)  # default 1 % held out
     assert use_chunks(199, (0.9, 0.05, 0.05)) and not use_chunks(200, (0.9, 0.05, 0.05))
     assert use_chunks(499, ASYM) and not use_chunks(500, ASYM)  # the smaller fraction decides
+    assert use_chunks(499, (0.93, 0.02, 0.05)) and not use_chunks(500, (0.93, 0.02, 0.05))
     assert not use_chunks(1, (1.0, 0.0, 0.0))
 
 
@@ -203,6 +205,13 @@ def test_chunk_spans_cover_the_text_and_end_at_line_breaks():
     assert all(text[e - 1] == "\n" for _, e in spans)
     assert chunk_spans("x" * 1001, 500) == [(0, 500), (500, 1000), (1000, 1001)]
     assert chunk_spans("", 500) == []
+    # the cut: the LAST line break of the chunk's second half, none in its first half; the
+    # text's end is never cut again; the smallest size is 2
+    assert chunk_spans("abcde\nf\nghijk", 10) == [(0, 8), (8, 13)]
+    assert chunk_spans("a\nbcdefghij", 8) == [(0, 8), (8, 11)]
+    assert chunk_spans("abc\ndefghijkl", 9) == [(0, 9), (9, 13)]
+    assert chunk_spans("ab\nc", 4) == [(0, 4)]
+    assert chunk_spans("abc", 2) == [(0, 2), (2, 3)]
     with pytest.raises(ValueError, match="chunk size"):
         chunk_spans(text, 1)
 

@@ -328,3 +328,63 @@ def test_capabilities_are_reported():
     if caps["bwrap"]:
         assert caps["uid"] == 65534 and caps["layers"][0].startswith("bubblewrap")
         assert {"mount", "pid", "net", "ipc", "uts"} <= set(caps["namespaces"])
+
+
+INTROSPECTION = """
+import ctypes, gc, resource
+cpu = resource.getrlimit(resource.RLIMIT_CPU)
+up = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+attempts = {
+    "ctypes.dlopen": lambda: ctypes.CDLL("libc.so.6"),
+    "ctypes.dlsym": lambda: ctypes.pythonapi.Py_GetVersion,
+    "ctypes.string_at": lambda: ctypes.string_at(id(cpu), 8),
+    "ctypes.from_address": lambda: ctypes.c_long.from_address(id(cpu)),
+    "ctypes.from_buffer": lambda: (ctypes.c_char * 4).from_buffer(bytearray(4)),
+    "resource.setrlimit": lambda: resource.setrlimit(resource.RLIMIT_CPU, up),
+    "resource.setrlimit-lower": lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (8, 8)),
+    "resource.prlimit": lambda: resource.prlimit(0, resource.RLIMIT_CPU, up),
+    "gc.get_objects": lambda: gc.get_objects(),
+    "gc.get_referrers": lambda: gc.get_referrers(cpu),
+    "gc.get_referents": lambda: gc.get_referents(attempts),
+}
+for name, attempt in attempts.items():
+    try:
+        attempt()
+        print("ESCAPED", name)
+    except PermissionError as e:
+        print("BLOCKED", name, e)
+    except Exception as e:
+        print("FAILED", name, type(e).__name__)
+print("limits kept", resource.getrlimit(resource.RLIMIT_CPU) == cpu)
+"""
+
+
+def test_guard_blocks_ctypes_rlimits_and_gc_introspection():
+    """The documented blocks of the Python guard (the inner layer, alone here): ``ctypes``
+    loading, symbol lookup and raw memory, changing rlimits, and the gc walks that reach
+    other objects; ``import ctypes`` itself still works (numpy needs it)."""
+    r = run_program(INTROSPECTION, isolation="none", timeout=10.0)
+    assert r.status == "passed", r
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "limits kept True"
+    blocked = [ln.split()[1] for ln in lines if ln.startswith("BLOCKED")]
+    assert blocked == [
+        "ctypes.dlopen",
+        "ctypes.dlsym",
+        "ctypes.string_at",
+        "ctypes.from_address",
+        "ctypes.from_buffer",
+        "resource.setrlimit",
+        "resource.setrlimit-lower",
+        "resource.prlimit",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+    ], r.stdout
+    assert all("is not allowed" in ln for ln in lines if ln.startswith("BLOCKED"))
+    # the same program without the guard: the introspection goes through, so the blocks
+    # above are the guard's
+    r = run_program(INTROSPECTION, isolation="none", guard=False, timeout=10.0)
+    assert r.status == "passed", r
+    for name in ("ctypes.string_at", "ctypes.from_address", "gc.get_objects", "gc.get_referents"):
+        assert f"ESCAPED {name}" in r.stdout.splitlines(), r.stdout

@@ -170,3 +170,54 @@ def test_delta_init_rope_draws_around_one():
     torch.manual_seed(0)
     ropeinit = ComplexFormerLM(cfg(pcl=False, delta_init="rope", delta_init_std=0.1))
     assert_close(ropeinit.blocks[0].attn.adapt_delta, paper + 1.0)
+
+
+def literal_infonce(phase, view, w, tau):
+    """-log softmax_j(Σ_c w_c cos(φ_i,c − φ'_j,c) / τ)_i, mean over (B, H, i), from the
+    (T, T, J) differences (not the cos/sin factorisation of the library)."""
+    diff = phase[..., :, None, :] - view[..., None, :, :]  # (B, H, T, T, J)
+    sim = (w * torch.cos(diff)).sum(-1) / tau  # (B, H, T, T)
+    nll = torch.logsumexp(sim, -1) - torch.diagonal(sim, dim1=-2, dim2=-1)
+    return nll.mean()
+
+
+@pytest.mark.parametrize("target", ["theta", "rotated"])
+def test_pcl_in_the_model_uses_a_dropout_view_of_the_returned_phases(target):
+    """pcl_loss = mean over layers and q/k of InfoNCE(φ, dropout(φ)), rebuilt literally from the
+    phases the blocks return and the dropout view drawn from the RNG state at that point."""
+    model = fresh(pcl_target=target, n_layer=2, pcl_dropout=0.4)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("adapt_delta", "adapt_bias", "pcl_weight")):
+                p.normal_(1.0, 0.5)  # non-trivial δ, b and channel weights
+    ids = torch.randint(0, V, (2, T))
+    seen = []
+
+    def record(block, args, output):
+        seen.append((output[1], torch.get_rng_state()))  # (phases, RNG before pcl_loss)
+
+    handles = [blk.register_forward_hook(record) for blk in model.blocks]
+    got = pcl_of(model, ids)
+    for hd in handles:
+        hd.remove()
+    p, tau = model.config.pcl_dropout, model.config.pcl_tau
+    terms, same_view = [], []
+    for blk, ((ph_q, ph_k), state) in zip(model.blocks, seen, strict=True):
+        torch.set_rng_state(state)
+        view_q = F.dropout(ph_q, p, True)  # queries first, then keys
+        view_k = F.dropout(ph_k, p, True)
+        for ph, view in ((ph_q, view_q), (ph_k, view_k)):
+            dropped = view == 0
+            assert 0.2 < dropped.float().mean() < 0.6  # a real second view
+            assert_close(view[~dropped], ph[~dropped] / (1 - p))
+        w = blk.attn.pcl_weight
+        terms += [
+            literal_infonce(ph_q, view_q, w[0], tau),
+            literal_infonce(ph_k, view_k, w[1], tau),
+        ]
+        same_view += [
+            literal_infonce(ph_q, ph_q, w[0], tau),
+            literal_infonce(ph_k, ph_k, w[1], tau),
+        ]
+    assert_close(got, sum(terms) / len(terms), rtol=1e-10, atol=1e-10)
+    assert (got - sum(same_view) / len(same_view)).abs() > 1.0  # identical views: another value

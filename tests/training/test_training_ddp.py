@@ -121,6 +121,33 @@ def test_two_process_gloo_matches_one_process(reference, corpus_spec, tmp_path):
     assert load_run(out).step == 12
 
 
+def test_two_process_gloo_pcl_matches_one_process(corpus_spec, tmp_path):
+    """PCL under DDP: the per-rank PCL terms and pcl_weight gradients combine to the
+    one-process values. The view dropout is 0 here: with p > 0 each rank draws its own masks
+    (seeded by rank), so only the deterministic part can equal a single process."""
+    model = {**REFERENCE_MODEL, "pcl": True, "pcl_epsilon": 0.5, "pcl_dropout": 0.0}
+    short = {**REFERENCE_TRAIN, "max_steps": 4, "eval_every": 4, "save_every": 4}
+    one = tmp_path / "one"
+    train(GPTConfig(**model), TrainConfig(out_dir=str(one), data=corpus_spec, **short), log=None)
+    out = tmp_path / "ddp"
+    (tmp_path / "m.json").write_text(json.dumps(model))
+    (tmp_path / "t.json").write_text(
+        json.dumps({**short, "out_dir": str(out), "data": corpus_spec})
+    )
+    launch(2, tmp_path / "m.json", tmp_path / "t.json")
+    got, want = step_losses(out), step_losses(one)
+    assert sorted(got) == sorted(want) == [1, 2, 3, 4]
+    for key in ("train_loss", "pcl_loss", "grad_norm"):
+        torch.testing.assert_close(
+            torch.tensor([got[s][key] for s in range(1, 5)]),
+            torch.tensor([want[s][key] for s in range(1, 5)]),
+            rtol=0,
+            atol=1e-5,
+            msg=key,
+        )
+    assert all(r["pcl_loss"] > 0 for r in got.values())
+
+
 def test_batch_must_divide_over_ranks(make_train_config, model_config, monkeypatch):
     import complexformer.training.loop as loop_mod
     from complexformer.training import DistInfo

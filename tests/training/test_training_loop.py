@@ -196,3 +196,31 @@ def test_num_threads_is_restored(make_train_config, model_config, tmp_path):
     before = torch.get_num_threads()
     train(model_config, make_train_config(tmp_path / "t", max_steps=1, num_threads=1), log=None)
     assert torch.get_num_threads() == before
+
+
+def test_pcl_run_resumes_exactly(make_train_config, tmp_path):
+    """PCL draws a dropout view every step: a PCL run killed after step 6 and resumed from its
+    step-4 checkpoint (RNG state included) logs the same train and PCL losses as an
+    uninterrupted one."""
+    from complexformer.models import GPTConfig
+    from tests.training.training_testlib import REFERENCE_MODEL
+
+    pcl_model = GPTConfig(**{**REFERENCE_MODEL, "pcl": True, "pcl_epsilon": 0.5})
+    full_cfg = make_train_config(tmp_path / "full", max_steps=8, eval_every=8)
+    train(pcl_model, full_cfg, log=None)
+    tc = make_train_config(tmp_path / "killed", max_steps=8, eval_every=8)
+    with pytest.raises(Killed):
+        train(pcl_model, tc, log=None, callback=kill_at(6))
+    assert train(pcl_model, tc, resume=True, log=None)["resumed_from"] == 4
+    want = {r["step"]: r for r in read_metrics(tmp_path / "full" / "metrics.jsonl")}
+    got = {r["step"]: r for r in read_metrics(tmp_path / "killed" / "metrics.jsonl")}
+    assert sorted(got) == sorted(want) == list(range(1, 9))
+    for key in ("train_loss", "pcl_loss", "grad_norm"):
+        torch.testing.assert_close(
+            torch.tensor([got[s][key] for s in range(1, 9)], dtype=torch.float64),
+            torch.tensor([want[s][key] for s in range(1, 9)], dtype=torch.float64),
+            rtol=0,
+            atol=0,
+            msg=key,
+        )
+    assert all(r["pcl_loss"] > 0 for r in got.values())
