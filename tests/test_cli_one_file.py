@@ -69,6 +69,20 @@ def test_train_then_evaluate_and_generate_on_one_text_file(book, tmp_path, capsy
     assert capsys.readouterr().out.startswith(prompt)
 
 
+def test_a_file_too_short_for_three_chunks_names_the_empty_split(book, tmp_path, capsys):
+    small = tmp_path / "short_book.txt"
+    small.write_text(book.read_text(encoding="utf-8")[: 40 * 1024], encoding="utf-8")  # 2 chunks
+    data, run = f"text:{small}", tmp_path / "run"
+    argv = ["train", "--preset", "tiny", "--data", data, "--out", str(run), *SMALL]
+    assert main([*argv, "--sample-tokens", "0"]) == 0
+    capsys.readouterr()
+    code = main(["evaluate", "--ckpt", str(run), "--split", "test", "--threads", "1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"the test split of {data!r} holds no text" in err and "32 KiB" in err
+    assert _evaluate(run, data, "val", capsys)["tokens"] > 0  # val got the second chunk
+
+
 def test_document_start_cuts_at_a_line_break_or_a_space():
     class _Docs:
         spec = "stub"

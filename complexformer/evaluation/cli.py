@@ -60,6 +60,7 @@ def _out_dir(args: argparse.Namespace, run) -> Path:
 
 def _ppl(args, run) -> dict[str, Any]:
     from ..data import load_corpus, load_token_splits
+    from ..data.splits import CHUNK_CHARS
     from ..training import evaluate_perplexity
 
     model, tokenizer = run.model, run.tokenizer
@@ -67,6 +68,12 @@ def _ppl(args, run) -> dict[str, Any]:
     corpus = load_corpus(spec, log=print)
     split = args.split or "val"
     tokens = load_token_splits(corpus, tokenizer, splits=(split,))[split]
+    if len(tokens) == 0:
+        raise ValueError(
+            f"the {split} split of {spec!r} holds no text: a corpus of few documents is cut "
+            f"into chunks of {CHUNK_CHARS // 1024} KiB and needs at least three of them for "
+            "train, validation and test; evaluate another --split or use a larger corpus"
+        )
     res = evaluate_perplexity(
         model,
         tokens,
