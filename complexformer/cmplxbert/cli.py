@@ -7,6 +7,9 @@ import argparse
 import json
 from pathlib import Path
 
+from ..training.config import DEVICES
+from .config import ATTENTION_SCORES, HEAD_OUTPUTS, WHITEN_CHOICES
+
 __all__ = ["add_cbert_parsers"]
 
 _EPILOG_COMPLEXIFY = """\
@@ -184,19 +187,19 @@ def _lora_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--attention-score",
         default="modulus",
-        choices=("modulus", "real"),
+        choices=ATTENTION_SCORES,
         help="softmax(|QK^H|/sqrt(d)) (the paper) or softmax(Re(QK^H)/sqrt(d))",
     )
     p.add_argument(
         "--head-output",
         default="modulus",
-        choices=("modulus", "real"),
+        choices=HEAD_OUTPUTS,
         help="complex head output to real logits by modulus (the paper) or real part",
     )
     p.add_argument(
         "--whiten",
         default="scalar",
-        choices=("scalar", "full"),
+        choices=WHITEN_CHOICES,
         help="complex LayerNorm whitening (default scalar; see docs/cmplxbert.md)",
     )
 
@@ -249,9 +252,7 @@ def add_cbert_parsers(sub) -> None:
     c.add_argument("--log-every", type=int, default=10, help="metrics row every N steps")
     c.add_argument("--save-every", type=int, default=200, help="checkpoint every N steps")
     c.add_argument("--seed", type=int, default=0, help="seed of new weights, data and masks")
-    c.add_argument(
-        "--device", default="auto", choices=("auto", "cpu", "cuda"), help="device (default auto)"
-    )
+    c.add_argument("--device", default="auto", choices=DEVICES, help="device (default auto)")
     c.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     c.add_argument("--bf16", action="store_true", help="bf16 autocast")
     c.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
@@ -313,13 +314,13 @@ def add_cbert_parsers(sub) -> None:
     f.add_argument(
         "--attention-score",
         default="modulus",
-        choices=("modulus", "real"),
+        choices=ATTENTION_SCORES,
         help="attention score when --model is a plain BERT (default modulus)",
     )
     f.add_argument(
         "--head-output",
         default="modulus",
-        choices=("modulus", "real"),
+        choices=HEAD_OUTPUTS,
         help="head output when --model is a plain BERT (default modulus)",
     )
     f.add_argument(
@@ -337,7 +338,7 @@ def add_cbert_parsers(sub) -> None:
     )
     f.add_argument("--text-field", default="text", help="text column")
     f.add_argument("--label-field", default="label", help="label column")
-    f.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="device")
+    f.add_argument("--device", default="auto", choices=DEVICES, help="device")
     f.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     f.add_argument("--json", action="store_true", help="also print the summary as JSON")
     f.set_defaults(func=cmd_finetune)
