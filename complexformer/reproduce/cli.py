@@ -27,8 +27,8 @@ examples:
 
 Tables: 1 (learned, sinusoidal, gpt2, rope, cmha_shared, cmha), 2 and 3 (the Table-1 variants
 fine-tuned on code / math at lr 2e-5: HumanEval/MBPP pass@k, GSM8K/MATH accuracy), 4 (cmha,
-cmha_shared, cmha_fixed, cmha_nopcl, cmha_ropeinit, rope; with Pass@1 and Acc. of their
-fine-tuned runs), extrapolation (the Table-1 variants at 1, 2, 4, 8 x T).
+cmha_pclrot, cmha_shared, cmha_fixed, cmha_nopcl, cmha_ropeinit, rope; with Pass@1 and Acc.
+of their fine-tuned runs), extrapolation (the Table-1 variants at 1, 2, 4, 8 x T).
 Runs live in OUT/runs/<variant>/seed<k> and are shared by the tables; a finished run
 (summary.json) is not retrained, an interrupted one resumes from its checkpoint, and finished
 evaluations are not repeated. Under torchrun the runs are trained data-parallel and nothing is

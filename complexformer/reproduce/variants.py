@@ -71,13 +71,19 @@ class Variant:
     shape: str = "base"
     description: str = ""
     delta_init: str = "paper"
+    pcl_target: str = "theta"
 
     def __post_init__(self) -> None:
         get_scheme(self.pos_scheme)  # an unknown name raises, listing the registered ones
 
     def overrides(self) -> dict[str, Any]:
         """The :class:`GPTConfig` fields this variant sets on top of the scale's shape."""
-        return {"pos_scheme": self.pos_scheme, "pcl": self.pcl, "delta_init": self.delta_init}
+        return {
+            "pos_scheme": self.pos_scheme,
+            "pcl": self.pcl,
+            "delta_init": self.delta_init,
+            "pcl_target": self.pcl_target,
+        }
 
 
 #: Every variant of every table, in the order the tables list them.
@@ -137,6 +143,16 @@ VARIANTS: dict[str, Variant] = {
             description="CMHA with per-head delta, b, without PCL (Table 4 'w/o PCL')",
         ),
         Variant(
+            "cmha_pclrot",
+            "PCL on the rotated phase",
+            "cmha",
+            pcl=True,
+            pcl_target="rotated",
+            description="the full model with PCL on the rotated phases δθ + b + pω instead of "
+            "the semantic phases θ (the library's earlier default; Table 4, not a row of the "
+            "paper)",
+        ),
+        Variant(
             "cmha_ropeinit",
             "δ initialised at 1 (RoPE)",
             "cmha",
@@ -153,7 +169,15 @@ TABLES: dict[str, tuple[str, ...]] = {
     "1": ("learned", "sinusoidal", "gpt2", "rope", "cmha_shared", "cmha"),
     "2": ("learned", "sinusoidal", "gpt2", "rope", "cmha_shared", "cmha"),
     "3": ("learned", "sinusoidal", "gpt2", "rope", "cmha_shared", "cmha"),
-    "4": ("cmha", "cmha_shared", "cmha_fixed", "cmha_nopcl", "cmha_ropeinit", "rope"),
+    "4": (
+        "cmha",
+        "cmha_pclrot",
+        "cmha_shared",
+        "cmha_fixed",
+        "cmha_nopcl",
+        "cmha_ropeinit",
+        "rope",
+    ),
     "extrapolation": ("learned", "sinusoidal", "gpt2", "rope", "cmha_shared", "cmha"),
 }
 
@@ -174,6 +198,7 @@ TABLE4_LABELS: dict[str, str] = {
     "cmha": "ComplexFormer (full)",
     "cmha_shared": "w/o head-specific adaptation (shared δ, b)",
     "cmha_fixed": "w/o adaptation (δ=1, b=0 fixed)",
+    "cmha_pclrot": "PCL on the rotated phase δθ + b + pω",
     "cmha_nopcl": "w/o PCL",
     "cmha_ropeinit": "δ initialised at 1 (RoPE at step 0)",
     "rope": "RoPE",
