@@ -18,7 +18,8 @@ from complexformer.training.rundir import RunLockedError, run_lock
 def test_plan_tables_share_runs_and_differ_only_in_the_model(tmp_path):
     config = ReproduceConfig(out=str(tmp_path), tables=("1", "4"), scale="tiny", seeds=3)
     runs = plan_runs(config)
-    assert len(runs) == 27 and len({r.variant for r in runs}) == 9  # Table 4 has cmha_ropeinit
+    # Table 4 adds cmha_pclrot, cmha_fixed, cmha_nopcl and cmha_ropeinit to Table 1's six
+    assert len(runs) == 30 and len({r.variant for r in runs}) == 10
     assert runs[0].run_dir == run_dir(tmp_path, "learned", 0) == tmp_path / "runs/learned/seed0"
     # identical training settings except the seed and the directory
     tcs = {
@@ -34,12 +35,20 @@ def test_plan_tables_share_runs_and_differ_only_in_the_model(tmp_path):
     assert models["cmha"].pcl and models["cmha_shared"].pcl and not models["cmha_nopcl"].pcl
     assert models["cmha_fixed"].pos_scheme == "cmha_fixed" and models["gpt2"].d_ff == 512
     assert models["cmha_ropeinit"].delta_init == "rope" and models["cmha"].delta_init == "paper"
+    assert models["cmha_pclrot"].pcl_target == "rotated" and models["cmha"].pcl_target == "theta"
     assert models["gpt2"].tie_embeddings and not models["learned"].tie_embeddings
     for v, m in models.items():  # only the positional scheme, PCL and the GPT-2 shape differ
         diff = {k for k, x in m.to_dict().items() if x != models["rope"].to_dict()[k]}
-        assert diff <= {"pos_scheme", "pcl", "d_ff", "tie_embeddings", "delta_init"}, v
+        assert diff <= {
+            "pos_scheme",
+            "pcl",
+            "d_ff",
+            "tie_embeddings",
+            "delta_init",
+            "pcl_target",
+        }, v
     text = format_plan(config, runs)
-    assert "runs (27):" in text and text.count(" new") == 27 + 2 * 6 * 3  # + Table 4 fine-tuning
+    assert "runs (30):" in text and text.count(" new") == 30 + 2 * 7 * 3  # + Table 4 fine-tuning
     assert "Table 4: ablation" in text and "tokens per run: 512,000" in text
 
 
@@ -92,7 +101,7 @@ def test_cli_dry_run(tmp_path, capsys):
     )
     assert args.func(args) == 0
     out = capsys.readouterr().out
-    assert "runs (12):" in out and "cmha_nopcl/seed1" in out
+    assert "runs (14):" in out and "cmha_nopcl/seed1" in out and "cmha_pclrot/seed1" in out
     assert not (tmp_path / "runs").exists()
 
 
