@@ -20,6 +20,7 @@ from complexformer import nn as cnn
 from complexformer.models import ViT as _ViT
 
 from ..nn.attention import MultiheadAttention, translate_score
+from ..nn.norm import LayerNorm
 from ..nn.positional import RotaryEmbedding, SinusoidalPositionalEncoding
 
 __all__ = ["ViT", "ViTLayer", "vit_b", "vit_h", "vit_l", "vit_s", "vit_t"]
@@ -30,7 +31,7 @@ class _ViTFFN(nn.Module):
 
     def __init__(self, dim: int, mlp_dim: int, dropout: float, eps: float) -> None:
         super().__init__()
-        self.norm = cnn.LayerNorm(dim, eps=eps, affine_init="trabelsi")
+        self.norm = LayerNorm(dim, eps=eps)
         self.fc1 = cnn.Linear(dim, mlp_dim)
         self.act = cnn.CGELU()
         self.fc2 = cnn.Linear(mlp_dim, dim)
@@ -123,7 +124,7 @@ class ViT(_ViT):
         )
         self.softmax_on = softmax_on
         self.drop = cnn.Dropout(dropout, masks="independent")
-        self.norm = cnn.LayerNorm(dim, eps=layer_norm_eps, affine_init="trabelsi")
+        self.norm = LayerNorm(dim, eps=layer_norm_eps)
 
     def _positional(self, pos_encoding: str, dim: int, heads: int):
         if pos_encoding == "sinusoidal":

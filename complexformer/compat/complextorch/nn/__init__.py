@@ -3,6 +3,7 @@
 from complexformer.nn import HolographicAttention
 
 from .attention import ATTENTIONS, SOFTMAX_ON, MultiheadAttention
+from .norm import LayerNorm
 from .positional import CoPE, RotaryEmbedding, SinusoidalPositionalEncoding
 from .softmax import CVSoftMax, MagSoftMax, PhaseSoftMax
 from .transformer import (
@@ -19,6 +20,7 @@ __all__ = [
     "CVSoftMax",
     "CoPE",
     "HolographicAttention",
+    "LayerNorm",
     "MagSoftMax",
     "MultiheadAttention",
     "PhaseSoftMax",

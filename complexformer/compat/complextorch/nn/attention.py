@@ -19,6 +19,7 @@ from torch import Tensor
 
 from complexformer import nn as cnn
 
+from .norm import LayerNorm
 from .softmax import CVSoftMax, score_of
 
 __all__ = ["ATTENTIONS", "SOFTMAX_ON", "MultiheadAttention", "translate_score"]
@@ -80,7 +81,7 @@ class MultiheadAttention(cnn.MultiheadAttention):
         if attention == "holographic":
             self.attention = cnn.HolographicAttention(d_k**0.5, attn_dropout=dropout)
         self.proj_dropout = cnn.Dropout(dropout, masks="independent")  # complextorch's Dropout
-        self.layer_norm = cnn.LayerNorm(d_model, eps=1e-6, affine_init="trabelsi")
+        self.layer_norm = LayerNorm(d_model, eps=1e-6)
 
     def _attend(self, q, k, v, bias, is_causal, q_offset, need_weights):
         if self.attention is None:

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from complexformer import nn as cnn
 
 from .attention import MultiheadAttention
+from .norm import LayerNorm
 
 __all__ = [
     "Transformer",
@@ -46,7 +47,7 @@ class _FFNBlock(nn.Module):
         self.linear1 = cnn.Linear(d_model, dim_feedforward)
         self.linear2 = cnn.Linear(dim_feedforward, d_model)
         self.activation = _activation(activation)
-        self.norm = cnn.LayerNorm(d_model, eps=eps, affine_init="trabelsi")
+        self.norm = LayerNorm(d_model, eps=eps)
         self.dropout = cnn.Dropout(dropout, masks="independent")
 
     def forward(self, x: Tensor) -> Tensor:
