@@ -106,32 +106,60 @@ class ViT(nn.Module):
         self.num_patches = (image_size // patch_size) ** 2
         self.patch_embed = Linear(in_channels * patch_size * patch_size, dim)
         self.cls_token = nn.Parameter(complex_normal_(torch.empty(1, 1, dim, 2), 0.02))
-        self.pos_embed: nn.Module | None = None
-        rotary = None
-        if pos_encoding == "learned":
-            self.pos_embed = LearnedPositionalEmbedding(self.num_patches + 1, dim)
-        elif pos_encoding == "sinusoidal":
-            self.pos_embed = SinusoidalPositionalEncoding(dim)
-        else:
-            rotary = RotaryEmbedding(dim // heads)
+        self.pos_embed, rotary = self._positional(pos_encoding, dim, heads)
         self.drop = Dropout(dropout)
         self.blocks = nn.ModuleList(
-            TransformerEncoderLayer(
+            self._block(
                 dim,
                 heads,
                 mlp_dim or 4 * dim,
                 dropout,
                 activation,
                 layer_norm_eps,
-                norm_first=True,
-                score=score,
-                rotary=rotary,
-                whiten=whiten,
+                score,
+                rotary,
+                whiten,
             )
             for _ in range(depth)
         )
         self.norm = LayerNorm(dim, eps=layer_norm_eps, whiten=whiten)
         self.head = Linear(dim, num_classes) if num_classes > 0 else None
+
+    def _positional(
+        self, pos_encoding: str, dim: int, heads: int
+    ) -> tuple[nn.Module | None, RotaryEmbedding | None]:
+        """(the encoding applied to the tokens, the rotary embedding of the blocks)."""
+        if pos_encoding == "learned":
+            return LearnedPositionalEmbedding(self.num_patches + 1, dim), None
+        if pos_encoding == "sinusoidal":
+            return SinusoidalPositionalEncoding(dim), None
+        return None, RotaryEmbedding(dim // heads)
+
+    def _block(
+        self,
+        dim: int,
+        heads: int,
+        mlp_dim: int,
+        dropout: float,
+        activation: str | nn.Module,
+        layer_norm_eps: float,
+        score: str,
+        rotary: RotaryEmbedding | None,
+        whiten: str,
+    ) -> nn.Module:
+        """One encoder block: a pre-norm :class:`TransformerEncoderLayer`."""
+        return TransformerEncoderLayer(
+            dim,
+            heads,
+            mlp_dim,
+            dropout,
+            activation,
+            layer_norm_eps,
+            norm_first=True,
+            score=score,
+            rotary=rotary,
+            whiten=whiten,
+        )
 
     def patchify(self, x: Tensor) -> Tensor:
         """(B, C, H, W) -> (B, N, C * P * P), patches in row-major order."""

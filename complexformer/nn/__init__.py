@@ -12,6 +12,7 @@ from .activation import CGELU, Cardioid, ComplexSoftmax, CReLU, ModReLU, ZReLU, 
 from .attention import MultiheadAttention
 from .cache import DecoderCache, LayerKVCache, StaticKVCache
 from .dropout import Dropout
+from .holographic import HolographicAttention
 from .linear import Embedding, Linear
 from .norm import LayerNorm, RMSNorm
 from .positional import (
@@ -37,6 +38,7 @@ __all__ = [
     "DecoderCache",
     "Dropout",
     "Embedding",
+    "HolographicAttention",
     "LayerKVCache",
     "LayerNorm",
     "LearnedPositionalEmbedding",

@@ -150,6 +150,34 @@ class MultiheadAttention(nn.Module):
                 f"{where}: key and value lengths differ: {key.shape[1]} vs {value.shape[1]}"
             )
 
+    def _attend(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        bias: Tensor | None,
+        is_causal: bool,
+        q_offset: int,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        """The attention core on per-head tensors (a subclass may replace it).
+
+        q (B, H, Tq, d_k), k (B, H, Tk, d_k), v (B, H, Tk, d_v) complex, ``bias`` additive
+        real broadcastable to (B, H, Tq, Tk) -> (output (B, H, Tq, d_v), weights or None).
+        """
+        return CF.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            score=self.score,
+            bias=bias,
+            is_causal=is_causal,
+            q_offset=q_offset,
+            scale=1.0 / math.sqrt(self.d_k),
+            dropout_p=self.dropout if self.training else 0.0,
+            need_weights=need_weights,
+        )
+
     # ------------------------------------------------------------------ forward
 
     def forward(
@@ -228,18 +256,7 @@ class MultiheadAttention(nn.Module):
             t_k=t_k,
             dtype=real_dtype(q),
         )
-        out, weights = CF.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            score=self.score,
-            bias=bias,
-            is_causal=is_causal,
-            q_offset=q_pos,
-            scale=1.0 / math.sqrt(self.d_k),
-            dropout_p=self.dropout if self.training else 0.0,
-            need_weights=need_weights,
-        )  # (B, H, Tq, d_v)
+        out, weights = self._attend(q, k, v, bias, is_causal, q_pos, need_weights)
         out = out.transpose(1, 2).reshape(b, t_q, self.n_heads * self.d_v)
         out = self.fc(out)  # (B, Tq, d_model)
         if not self.batch_first:

@@ -336,15 +336,20 @@ def cardioid(x: Tensor) -> Tensor:
     return x * (0.5 * (1.0 + cos))
 
 
-def complex_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+def complex_dropout(
+    x: Tensor, p: float, training: bool = True, independent: bool = False
+) -> Tensor:
     """Dropout with ONE Bernoulli mask shared by Re and Im (Trabelsi et al. 2018).
 
-    A kept entry keeps its phase; surviving entries are scaled by 1/(1 - p).
+    A kept entry keeps its phase; surviving entries are scaled by 1/(1 - p). With
+    ``independent`` Re and Im get independent masks (complextorch 2.1.1's ``Dropout``).
     """
     if not training or p == 0.0:
         return x
     if p >= 1.0:
         return x * 0
+    if independent:
+        return torch.view_as_complex(F.dropout(torch.view_as_real(x), p, True))
     mask = torch.empty(x.shape, dtype=real_dtype(x), device=x.device).bernoulli_(1.0 - p)
     return x * mask.div_(1.0 - p)
 
@@ -353,14 +358,18 @@ def complex_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
 
 
 def inverse_frequencies(
-    dim: int, base: float = 10000.0, dtype: torch.dtype = torch.float32, device=None
+    dim: int,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+    device=None,
+    compute_dtype: torch.dtype = torch.float64,
 ) -> Tensor:
     """omega_k = base^(-k/dim), k = 0 .. dim-1: one frequency per complex channel.
 
-    Computed in float64 and cast to ``dtype`` (the schedule of complextorch 2.1.1, which
-    computes it in float32).
+    Computed in ``compute_dtype`` (float64 by default; float32 is complextorch 2.1.1's
+    arithmetic) and cast to ``dtype``.
     """
-    k = torch.arange(0, dim, dtype=torch.float64, device=device)
+    k = torch.arange(0, dim, dtype=compute_dtype, device=device)
     return (1.0 / (base ** (k / dim))).to(dtype)
 
 
@@ -370,16 +379,18 @@ def position_phasor(
     offset: int = 0,
     phase: Tensor | None = None,
     dtype: torch.dtype = torch.complex64,
+    angle_dtype: torch.dtype = torch.float64,
 ) -> Tensor:
     """e^{j (omega_k n + phase_k)} for n = offset .. offset + length - 1: complex (length, dim).
 
-    Angles are formed in float64 (exact positions, no float32 round-off at large n) and the
-    phasor is returned in ``dtype``; gradients flow into ``omega`` and ``phase``.
+    Angles are formed in ``angle_dtype``: float64 by default (exact positions, no float32
+    round-off at large n), float32 as complextorch 2.1.1 does. The phasor is returned in
+    ``dtype``; gradients flow into ``omega`` and ``phase``.
     """
-    pos = torch.arange(offset, offset + length, device=omega.device, dtype=torch.float64)
-    ang = pos[:, None] * omega.to(torch.float64)[None, :]  # (T, dim)
+    pos = torch.arange(offset, offset + length, device=omega.device, dtype=angle_dtype)
+    ang = pos[:, None] * omega.to(angle_dtype)[None, :]  # (T, dim)
     if phase is not None:
-        ang = ang + phase.to(torch.float64)
+        ang = ang + phase.to(angle_dtype)
     rdt = torch.float64 if dtype == torch.complex128 else torch.float32
     return torch.complex(torch.cos(ang).to(rdt), torch.sin(ang).to(rdt))
 

@@ -17,7 +17,8 @@ complex (as complextorch does); a wrong last dimension raises a ValueError namin
 Fixed frequency schedules are recomputed in float64 at each call (the float32 ``inv_freq``
 buffers, as in complextorch, are kept for inspection) and the angles omega_k * n are formed
 in float64, so they stay exact at large positions; the phasor is cast to the input's
-precision.
+precision. ``angles="float32"`` instead computes the schedule and the angles in float32, as
+complextorch 2.1.1 does (its results to the last bit; off by ~n * 6e-8 rad at position n).
 """
 
 from __future__ import annotations
@@ -26,15 +27,24 @@ import torch
 from torch import Tensor, nn
 
 from . import functional as CF
-from ._utils import check_positive_int, lift_complex
+from ._utils import check_choice, check_positive_int, lift_complex
 from .init import complex_normal_
 
 __all__ = [
+    "ANGLE_PRECISIONS",
     "CoPE",
     "LearnedPositionalEmbedding",
     "RotaryEmbedding",
     "SinusoidalPositionalEncoding",
 ]
+
+
+ANGLE_PRECISIONS = ("float64", "float32")
+_ANGLE_DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+def _angle_dtype(angles: str, where: str) -> torch.dtype:
+    return _ANGLE_DTYPES[check_choice(angles, "angles", ANGLE_PRECISIONS, where)]
 
 
 def _check(x: Tensor, dim: int, where: str) -> Tensor:
@@ -65,18 +75,23 @@ class RotaryEmbedding(nn.Module):
         dim: complex channels (size of the last dim).
         base: frequency base; omega_k = base^(-k/dim).
         learnable: make the frequencies ``inv_freq`` a learnable (real) parameter.
+        angles: ``"float64"`` (exact angles) or ``"float32"`` (complextorch's arithmetic).
 
     Shapes:
         input (..., T, dim) complex; output the same.
     """
 
-    def __init__(self, dim: int, base: float = 10000.0, learnable: bool = False) -> None:
+    def __init__(
+        self, dim: int, base: float = 10000.0, learnable: bool = False, angles: str = "float64"
+    ) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim", "RotaryEmbedding")
         if not base > 0:
             raise ValueError(f"RotaryEmbedding: base must be > 0, got {base!r}")
         self.base, self.learnable = float(base), bool(learnable)
-        inv_freq = CF.inverse_frequencies(dim, base)  # (dim,)
+        self.angles = angles
+        self._angle_dtype = _angle_dtype(angles, "RotaryEmbedding")
+        inv_freq = CF.inverse_frequencies(dim, base, compute_dtype=self._angle_dtype)  # (dim,)
         if learnable:
             self.inv_freq = nn.Parameter(inv_freq)
         else:
@@ -88,13 +103,15 @@ class RotaryEmbedding(nn.Module):
         Recomputing keeps the angles omega_k * n exact at large n whatever the buffer's
         dtype (a float32 omega is off by ~1e-8 relative: 0.01 rad at n = 1e6).
         """
-        if self.learnable:
+        if self.learnable or self.angles == "float32":
             return self.inv_freq
         return CF.inverse_frequencies(self.dim, self.base, torch.float64, self.inv_freq.device)
 
     def phasor(self, length: int, offset: int = 0, dtype=torch.complex64) -> Tensor:
         """e^{j omega_k n} for n = offset .. offset + length - 1: complex (length, dim)."""
-        return CF.position_phasor(self.frequencies(), length, offset, dtype=dtype)
+        return CF.position_phasor(
+            self.frequencies(), length, offset, dtype=dtype, angle_dtype=self._angle_dtype
+        )
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         x = _check(x, self.dim, "RotaryEmbedding")
@@ -106,7 +123,8 @@ class RotaryEmbedding(nn.Module):
         return self.forward(q, offset), self.forward(k, offset)
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, base={self.base}, learnable={self.learnable}"
+        s = f"dim={self.dim}, base={self.base}, learnable={self.learnable}"
+        return s + (f", angles={self.angles!r}" if self.angles != "float64" else "")
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -115,24 +133,36 @@ class SinusoidalPositionalEncoding(nn.Module):
     Args:
         dim: complex channels.
         base: frequency base.
+        angles: ``"float64"`` (exact angles) or ``"float32"`` (complextorch's arithmetic).
     """
 
-    def __init__(self, dim: int, base: float = 10000.0) -> None:
+    def __init__(self, dim: int, base: float = 10000.0, angles: str = "float64") -> None:
         super().__init__()
-        self.dim = check_positive_int(dim, "dim", "SinusoidalPositionalEncoding")
+        where = "SinusoidalPositionalEncoding"
+        self.dim = check_positive_int(dim, "dim", where)
         if not base > 0:
-            raise ValueError(f"SinusoidalPositionalEncoding: base must be > 0, got {base!r}")
+            raise ValueError(f"{where}: base must be > 0, got {base!r}")
         self.base = float(base)
-        self.register_buffer("inv_freq", CF.inverse_frequencies(dim, base), persistent=False)
+        self.angles = angles
+        self._angle_dtype = _angle_dtype(angles, where)
+        inv_freq = CF.inverse_frequencies(dim, base, compute_dtype=self._angle_dtype)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         x = _check(x, self.dim, "SinusoidalPositionalEncoding")
         offset = _check_offset(offset, "SinusoidalPositionalEncoding")
-        omega = CF.inverse_frequencies(self.dim, self.base, torch.float64, x.device)
-        return x + CF.position_phasor(omega, x.shape[-2], offset, dtype=x.dtype)
+        if self.angles == "float32":
+            omega = self.inv_freq
+        else:
+            omega = CF.inverse_frequencies(self.dim, self.base, torch.float64, x.device)
+        phasor = CF.position_phasor(
+            omega, x.shape[-2], offset, dtype=x.dtype, angle_dtype=self._angle_dtype
+        )
+        return x + phasor
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, base={self.base}"
+        s = f"dim={self.dim}, base={self.base}"
+        return s + (f", angles={self.angles!r}" if self.angles != "float64" else "")
 
 
 class CoPE(nn.Module):
@@ -145,22 +175,30 @@ class CoPE(nn.Module):
     Args:
         dim: complex channels.
         base: base of the initial frequencies.
+        angles: ``"float64"`` (exact angles) or ``"float32"`` (complextorch's arithmetic).
     """
 
-    def __init__(self, dim: int, base: float = 10000.0) -> None:
+    def __init__(self, dim: int, base: float = 10000.0, angles: str = "float64") -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim", "CoPE")
         self.base = float(base)
-        self.omega = nn.Parameter(CF.inverse_frequencies(dim, base))
+        self.angles = angles
+        self._angle_dtype = _angle_dtype(angles, "CoPE")
+        omega = CF.inverse_frequencies(dim, base, compute_dtype=self._angle_dtype)
+        self.omega = nn.Parameter(omega)
         self.phi = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         x = _check(x, self.dim, "CoPE")
         offset = _check_offset(offset, "CoPE")
-        return x * CF.position_phasor(self.omega, x.shape[-2], offset, self.phi, dtype=x.dtype)
+        phasor = CF.position_phasor(
+            self.omega, x.shape[-2], offset, self.phi, dtype=x.dtype, angle_dtype=self._angle_dtype
+        )
+        return x * phasor
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, base={self.base}"
+        s = f"dim={self.dim}, base={self.base}"
+        return s + (f", angles={self.angles!r}" if self.angles != "float64" else "")
 
 
 class LearnedPositionalEmbedding(nn.Module):
