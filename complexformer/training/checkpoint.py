@@ -209,6 +209,7 @@ def save_checkpoint(
     train_config: TrainConfig,
     rng: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
     extra: dict[str, Any] | None = None,
+    model_tensors: dict[str, torch.Tensor] | None = None,
 ) -> Path:
     """Write ``root/step_{step:07d}`` atomically (temporary directory, fsync, rename).
 
@@ -224,6 +225,9 @@ def save_checkpoint(
         train_config: the training configuration.
         rng: per-rank :func:`capture_rng_state` results, indexed by rank.
         extra: further JSON-serialisable state (data position, metric accumulators, ...).
+        model_tensors: the model tensors to save instead of the whole ``model`` (e.g. only
+            the trained parameters of a frozen pre-trained base; see
+            :meth:`~complexformer.training.TrainTask.checkpoint_tensors`).
 
     Returns:
         The final checkpoint directory.
@@ -234,7 +238,10 @@ def save_checkpoint(
     final = root / name
     tmp = make_temp_dir(root, f"{_TMP_PREFIX}{name}-")
     try:
-        _save_model(tmp / MODEL_FILE, model)
+        if model_tensors is None:
+            _save_model(tmp / MODEL_FILE, model)
+        else:
+            _save_tensors(tmp / MODEL_FILE, model_tensors)
         opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
         _save_tensors(tmp / OPTIM_FILE, opt_tensors)
         rng_tensors = {f"rank{r}.{k}": v for r, (ts, _) in enumerate(rng) for k, v in ts.items()}

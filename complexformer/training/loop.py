@@ -325,7 +325,7 @@ class Trainer:
         _seed_all(tc.seed)
         self.model = model = task.build_model()
         if ckpt is not None:
-            ckpt.load_model_into(model)
+            task.load_checkpoint_into(model, ckpt)
         model.to(dist.device)
         self.optimizer = build_optimizer(model, tc)
         self.scheduler = build_scheduler(self.optimizer, tc)
@@ -534,6 +534,7 @@ class Trainer:
                 model_config=self.cfg_dict,
                 train_config=tc,
                 rng=rng_states,
+                model_tensors=self.task.checkpoint_tensors(self.model),
                 extra={
                     "sampler": self.sampler.state_dict(),
                     "accum": self.accum,

@@ -136,6 +136,18 @@ class TrainTask:
         """Save the trained model to ``directory`` atomically (rank 0)."""
         raise NotImplementedError
 
+    def checkpoint_tensors(self, model: nn.Module) -> dict[str, torch.Tensor] | None:
+        """The model tensors a checkpoint holds; None (the default) saves the whole model.
+
+        A task that trains a few parameters of a large frozen base returns those parameters
+        only, and rebuilds the rest in :meth:`build_model`.
+        """
+        return None
+
+    def load_checkpoint_into(self, model: nn.Module, ckpt: Any) -> None:
+        """Load a checkpoint's model tensors into the model :meth:`build_model` made."""
+        ckpt.load_model_into(model)
+
 
 class LMTask(TrainTask):
     """Train a :class:`~complexformer.models.ComplexFormerLM`: next-token loss on blocks of
