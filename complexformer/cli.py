@@ -154,8 +154,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise FileNotFoundError(f"prompt file {path} not found")
         prompt = path.read_text(encoding="utf-8")
+    elif args.prompt is not None:
+        prompt = args.prompt
     else:
-        prompt = args.prompt if args.prompt is not None else run_prompt(args.ckpt)
+        prompt = run_prompt(args.ckpt)
+    if _is_retrofit(args.ckpt):
+        return _generate_retrofit(args, prompt)
     run = load_run(args.ckpt)
     model, tokenizer = run.model, run.tokenizer
     for i in range(args.num_samples):
@@ -217,12 +221,71 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_retrofit(path: str) -> bool:
+    """An adaptation directory of ``complexformer retrofit`` (or its run)."""
+    return (Path(path) / "adaptation_config.json").is_file() or (
+        Path(path) / "model" / "adaptation_config.json"
+    ).is_file()
+
+
+def _generate_retrofit(args: argparse.Namespace, prompt: str) -> int:
+    from .retrofit.evaluate import retrofit_generate
+    from .retrofit.io import load_adaptation
+
+    loaded = load_adaptation(args.ckpt)
+    for i in range(args.num_samples):
+        seed = None if args.seed is None else args.seed + i
+        text = retrofit_generate(
+            args.ckpt,
+            prompt,
+            args.max_new_tokens,
+            args.temperature,
+            args.top_p,
+            args.top_k,
+            seed,
+            use_cache=not args.no_cache,
+            loaded=loaded,
+        )
+        if args.num_samples > 1:
+            print(f"----- sample {i + 1}")
+        print(text)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``evaluate``: the suites of :mod:`complexformer.evaluation`, or the perplexity of a
+    retrofit adaptation (:mod:`complexformer.retrofit`) when ``--ckpt`` is one."""
+    if not any(_is_retrofit(c) for c in args.ckpt):
+        from .evaluation.cli import cmd_evaluate as evaluate_runs
+
+        return evaluate_runs(args)
+    from .retrofit.evaluate import retrofit_perplexity
+
+    suites = list(dict.fromkeys(args.suite or ["ppl"]))
+    if suites != ["ppl"] or len(args.ckpt) > 1:
+        raise ValueError(
+            f"a retrofit adaptation is evaluated by --suite ppl with one --ckpt; got suites "
+            f"{suites} and {len(args.ckpt)} --ckpt"
+        )
+    res = retrofit_perplexity(
+        args.ckpt[0], args.data, args.split or "val", args.batch_size or 4, args.max_blocks
+    )
+    print(
+        json.dumps(res, indent=2)
+        if args.json
+        else f"{res['data']} [{res['split']}]: loss {res['loss']:.4f}  perplexity "
+        f"{res['ppl']:.2f}  ({res['tokens']:,} tokens)"
+    )
+    return 0
+
+
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     from .attention.registry import describe_schemes
     from .cmplxbert.cli import add_cbert_parsers
     from .evaluation.cli import add_evaluate_parser
     from .reproduce.cli import add_reproduce_parser
+    from .retrofit.cli import add_retrofit_parser
 
     fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(
@@ -368,9 +431,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.set_defaults(func=cmd_generate)
 
-    add_evaluate_parser(sub)
+    add_evaluate_parser(sub).set_defaults(func=cmd_evaluate)
     add_cbert_parsers(sub)
     add_reproduce_parser(sub)
+    add_retrofit_parser(sub)
 
     i = sub.add_parser(
         "info",
