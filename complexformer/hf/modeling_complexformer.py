@@ -59,10 +59,16 @@ def _phase_dtype(x: Tensor) -> torch.dtype:
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
+def _halves(x: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """Pairs (x[j], x[j + D/2]) as contiguous (..., J) tensors (atan2, hypot vectorise so)."""
+    both = x.to(dtype).unflatten(-1, (2, x.shape[-1] // 2)).movedim(-2, 0).contiguous()
+    return both[0], both[1]
+
+
 def polar_rotate(x: Tensor, delta, bias, pos: Tensor, omega: Tensor) -> Tensor:
     """(B, H, T, D) -> pairs (λ cos A, λ sin A), A = δ θ + b + p ω (eq. 1-2, 7); δ, b None: 1, 0."""
     pdt = _phase_dtype(x)
-    re, im = x.to(pdt).unflatten(-1, (2, x.shape[-1] // 2)).unbind(-2)  # (B, H, T, J) each
+    re, im = _halves(x, pdt)  # (B, H, T, J) each
     lam, theta = torch.hypot(re, im), torch.atan2(im, re)
     if delta is not None:
         theta = theta * delta.to(pdt).unsqueeze(-2)  # (H, 1, J) or (1, J)
@@ -75,7 +81,7 @@ def polar_rotate(x: Tensor, delta, bias, pos: Tensor, omega: Tensor) -> Tensor:
 def apply_rope(x: Tensor, pos: Tensor, omega: Tensor) -> Tensor:
     """RoPE (Su et al., "RoFormer") on pairs (x[j], x[j + D/2]) at positions ``pos`` (T,)."""
     pdt = _phase_dtype(x)
-    re, im = x.to(pdt).unflatten(-1, (2, x.shape[-1] // 2)).unbind(-2)
+    re, im = _halves(x, pdt)
     ang = pos.to(pdt).unsqueeze(-1) * omega.to(pdt)  # (T, J)
     cos, sin = torch.cos(ang), torch.sin(ang)
     return torch.cat((re * cos - im * sin, re * sin + im * cos), dim=-1).to(x.dtype)
