@@ -10,10 +10,17 @@
 - :mod:`complexformer.cmplxbert`: CmplxBERT-LoRA, complex LoRA adapters on a pre-trained BERT
   (Tamburini, "Complexifying BERT using LoRA adapters", CLiC-it 2024); imported on demand
   (``from complexformer.cmplxbert import complexify``).
+- :mod:`complexformer.hf`: ``ComplexFormerConfig`` / ``ComplexFormerForCausalLM`` for
+  transformers (``AutoModelForCausalLM``, ``pipeline``, ``generate``) and the export of a run.
 """
 
 from . import attention, losses, models, nn
+from .hf.register import install_auto_registration
 
 __version__ = "0.1.0"
+
+# AutoConfig / AutoModelForCausalLM know "complexformer" once transformers' auto classes are
+# imported (deferred: importing transformers here would triple the import time).
+install_auto_registration()
 
 __all__ = ["__version__", "attention", "losses", "models", "nn"]

@@ -1,5 +1,5 @@
-"""The ``complexformer`` command line: train, generate, evaluate, info, complexify, finetune,
-analyze-embeddings.
+"""The ``complexformer`` command line: train, generate, evaluate, info, export, retrofit,
+complexify, finetune, analyze-embeddings, reproduce.
 
 Every subcommand explains its options with ``--help``. Bad input (an unknown preset or config
 key, a missing file, a damaged checkpoint) ends with a one-line error and exit status 2.
@@ -279,6 +279,21 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from ._optional import require
+
+    require("transformers", "hf", "complexformer export")
+    from .hf.export import export_run
+
+    out = export_run(args.ckpt, args.out, device=args.device)
+    print(f"exported {args.ckpt} to {Path(out).resolve()}")
+    print(
+        "load it with: import complexformer; AutoModelForCausalLM.from_pretrained(DIR), or "
+        "without complexformer: AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True)"
+    )
+    return 0
+
+
 # ---------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     from .attention.registry import describe_schemes
@@ -445,6 +460,27 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--ckpt", required=True, help="run, checkpoint or saved model directory")
     i.add_argument("--json", action="store_true", help="print JSON")
     i.set_defaults(func=cmd_info)
+
+    x = sub.add_parser(
+        "export",
+        help="write a model directory for transformers (AutoModelForCausalLM, pipeline)",
+        description="Export a run as a transformers model directory: config.json with an "
+        "auto_map, model.safetensors, the self-contained modeling code (for "
+        "trust_remote_code=True without complexformer), the tokenizer as a "
+        "PreTrainedTokenizerFast and a sha256 manifest. Needs the hf extra. The directory "
+        "also loads back with --ckpt DIR. See docs/huggingface.md.",
+    )
+    x.add_argument("--ckpt", required=True, help="run, checkpoint or saved model directory")
+    x.add_argument(
+        "--out",
+        required=True,
+        help="directory to write (an earlier export there is replaced; any other non-empty "
+        "directory is refused)",
+    )
+    x.add_argument(
+        "--device", default="cpu", help="device to load the model on while exporting (cpu)"
+    )
+    x.set_defaults(func=cmd_export)
     return p
 
 

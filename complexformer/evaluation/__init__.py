@@ -7,7 +7,9 @@
   ``check_correctness(problem, completion, timeout)``;
 * :mod:`.math` - GSM8K / MATH final-answer extraction, normalisation and accuracy;
 * :mod:`.extrapolation` - perplexity against context length for several runs;
-* :mod:`.heads` - CMHA's δ and b per head, semantic vs positional share, attention maps.
+* :mod:`.heads` - CMHA's δ and b per head, semantic vs positional share, attention maps;
+* :mod:`.lmeval` - lm-evaluation-harness (EleutherAI) on the run exported for transformers,
+  with offline tasks shipped in ``lm_eval_tasks/`` (held-out perplexity, multiple choice).
 
 Each ``run_*_suite`` writes ``<suite>.json`` and ``<suite>.md``. The submodules are imported
 on use (some need the ``eval`` extra).

@@ -1,6 +1,6 @@
 """``complexformer evaluate``: perplexity on a corpus split (the default), and with ``--suite``
 the evaluation suites of :mod:`complexformer.evaluation` (text, code, math, extrapolation,
-heads). Every suite writes ``<suite>.json`` and ``<suite>.md`` into ``--out``."""
+heads, lm-eval). Every suite writes ``<suite>.json`` and ``<suite>.md`` into ``--out``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 __all__ = ["SUITES", "add_evaluate_parser", "cmd_evaluate"]
 
-SUITES = ("ppl", "text", "code", "math", "extrapolation", "heads")
+SUITES = ("ppl", "text", "code", "math", "extrapolation", "heads", "lm-eval")
 
 _EPILOG = """\
 examples:
@@ -23,12 +23,16 @@ examples:
   complexformer evaluate --suite extrapolation --ckpt runs/rope --ckpt runs/cmha \\
       --ckpt runs/alibi --multipliers 1,2,4,8,16
   complexformer evaluate --ckpt runs/cmha --suite heads --prompt "def parse(text):"
+  complexformer evaluate --ckpt runs/cmha --suite lm-eval          # offline: ppl + mc tasks
+  complexformer evaluate --ckpt runs/cmha --suite lm-eval --tasks hellaswag arc_easy  # online
 
 Suites: ppl (perplexity of --split), text (gen-PPL, Dist-1/2, Rep-4 of continuations of
 held-out prompts), code (pass@k in a sandbox), math (final-answer accuracy), extrapolation
 (perplexity at 1..16x the training length, one line per --ckpt), heads (CMHA's delta and b,
-semantic vs positional share of the scores, attention maps). Options of other suites are
-ignored. See docs/evaluation_*.md.
+semantic vs positional share of the scores, attention maps), lm-eval (EleutherAI's
+lm-evaluation-harness on the run exported for transformers: the shipped offline tasks
+complexformer_ppl and complexformer_mc, or any harness task). Options of other suites are
+ignored. See docs/evaluation_*.md and docs/huggingface.md.
 """
 
 
@@ -96,6 +100,12 @@ def _suite(name: str, args: argparse.Namespace, runs: list) -> dict[str, Any]:
     """Run the registered suite ``name`` with the config built from its options."""
     from . import code, extrapolation, heads, math, text  # noqa: F401  (registers the suites)
     from .suite import get_suite
+
+    if name == "lm-eval":  # needs transformers (the export), so registered only when asked
+        from .._optional import require
+
+        require("transformers", "hf", "the lm-eval suite")
+        from . import lmeval  # noqa: F401
 
     cls = get_suite(name)
     config = cls.config_class(**_kwargs(args, cls.options))
@@ -222,7 +232,12 @@ def add_evaluate_parser(sub) -> argparse.ArgumentParser:
         default=None,
         help="gsm8k (default), math, or a local JSONL with question/answer",
     )
-    g.add_argument("--num-fewshot", type=int, default=None, help="worked examples in the prompt")
+    g.add_argument(
+        "--num-fewshot",
+        type=int,
+        default=None,
+        help="worked examples in the prompt (math, lm-eval)",
+    )
     g = e.add_argument_group("extrapolation")
     g.add_argument(
         "--multipliers",
@@ -244,5 +259,23 @@ def add_evaluate_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--prompt", default=None, help="prompt whose attention maps are drawn")
     g.add_argument("--num-blocks", type=int, default=None, help="blocks of real data (8)")
     g.add_argument("--layers", type=_ints, default=None, help="layers to draw, e.g. 0,1")
+    g = e.add_argument_group("lm-eval")
+    g.add_argument(
+        "--tasks",
+        nargs="+",
+        default=None,
+        help="lm-evaluation-harness tasks: complexformer_ppl (held-out documents of --split "
+        "of --data) and complexformer_mc (shipped, offline; the default), or any harness "
+        "task such as hellaswag, gsm8k (online)",
+    )
+    g.add_argument(
+        "--max-documents",
+        type=int,
+        default=None,
+        help="documents of the split scored by complexformer_ppl (default 200)",
+    )
+    g.add_argument(
+        "--limit", type=int, default=None, help="at most N documents per harness task (all)"
+    )
     e.set_defaults(func=cmd_evaluate)
     return e

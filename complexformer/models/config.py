@@ -8,7 +8,21 @@ from typing import Any
 from .._config import ConfigBase, unknown_key_error
 from ..attention.registry import get_scheme
 
-__all__ = ["GPTConfig", "PRESETS", "preset_config", "unknown_key_error"]
+__all__ = [
+    "HF_MODEL_TYPE",
+    "HF_NAMES",
+    "PRESETS",
+    "GPTConfig",
+    "gpt_config_from_hf",
+    "preset_config",
+    "unknown_key_error",
+]
+
+#: ``model_type`` of the transformers configuration (``complexformer.hf``).
+HF_MODEL_TYPE = "complexformer"
+#: GPTConfig fields stored under another name in the transformers configuration; every other
+#: field keeps its name (``complexformer/hf/configuration_complexformer.py``).
+HF_NAMES = {"tie_embeddings": "tie_word_embeddings"}
 
 _NORMS = ("pre", "post")
 _SCHEDULES = ("rope", "paper")
@@ -156,3 +170,13 @@ def preset_config(name: str, **overrides: Any) -> GPTConfig:
     if name not in PRESETS:
         raise unknown_key_error(name, list(PRESETS), "preset")
     return GPTConfig.from_dict({**PRESETS[name], **overrides})
+
+
+def gpt_config_from_hf(data: dict[str, Any]) -> GPTConfig:
+    """The :class:`GPTConfig` of an exported transformers ``config.json`` (as a dict).
+
+    Keys that are not model fields (``model_type``, ``auto_map``, token ids, ...) are left out;
+    a missing field takes its default.
+    """
+    names = {HF_NAMES.get(f, f): f for f in GPTConfig.field_names()}
+    return GPTConfig.from_dict({field: data[key] for key, field in names.items() if key in data})

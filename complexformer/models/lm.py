@@ -26,7 +26,7 @@ from ..attention.module import CausalSelfAttention
 from ..attention.registry import get_scheme
 from ..attention.schemes import sinusoidal_embedding
 from ..losses.pcl import pcl_loss
-from .config import GPTConfig
+from .config import HF_MODEL_TYPE, GPTConfig, gpt_config_from_hf
 from .sampling import check_sampling_args, sample_next
 
 __all__ = ["Block", "ComplexFormerLM", "LMOutput", "sinusoidal_embedding"]
@@ -289,7 +289,11 @@ class ComplexFormerLM(nn.Module):
     def from_pretrained(
         cls, directory: str | os.PathLike, map_location: str = "cpu"
     ) -> ComplexFormerLM:
-        """Load a model written by :meth:`save_pretrained`.
+        """Load a model written by :meth:`save_pretrained` or exported for transformers.
+
+        An exported directory (``complexformer export``, ``model_type="complexformer"`` in its
+        ``config.json``) holds the same weights under the same names; its config is read with
+        :func:`~complexformer.models.config.gpt_config_from_hf`.
 
         Raises:
             FileNotFoundError: the directory or one of its files is missing.
@@ -306,9 +310,11 @@ class ComplexFormerLM(nn.Module):
         except ValueError as e:
             raise ValueError(f"cannot load weights from {d}: {e}") from None
         try:
-            config = GPTConfig.from_dict(json.loads((d / CONFIG_NAME).read_text()))
+            data = json.loads((d / CONFIG_NAME).read_text())
         except json.JSONDecodeError as e:
             raise ValueError(f"{d / CONFIG_NAME} is not valid JSON: {e}") from None
+        hf = isinstance(data, dict) and data.get("model_type") == HF_MODEL_TYPE
+        config = gpt_config_from_hf(data) if hf else GPTConfig.from_dict(data)
         model = cls(config)
         try:
             load_model(model, str(d / WEIGHTS_NAME), strict=True, device=map_location)

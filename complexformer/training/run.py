@@ -9,7 +9,8 @@
 * a **model directory** written by :meth:`ComplexFormerLM.save_pretrained` (e.g.
   ``<run>/model``).
 
-The tokenizer comes from ``<run>/tokenizer`` (or a ``tokenizer/`` inside the given directory).
+The tokenizer comes from ``<run>/tokenizer`` (or a ``tokenizer/`` inside the given directory, or
+the directory itself for a transformers export).
 :func:`run_prompt` gives the run's default sample prompt (``<run>/prompt.txt``).
 """
 
@@ -198,7 +199,7 @@ def load_run(
             step = int(summary["steps"])
     model.eval()
 
-    candidates = [source / "tokenizer"]
+    candidates = [source / "tokenizer", source]  # source itself: an exported directory
     if run_dir is not None:
         candidates.append(run_dir / "tokenizer")
     tokenizer = _load_tokenizer(candidates, require_tokenizer)

@@ -19,17 +19,17 @@ LAYERS: dict[str, int] = {
     "nn": 2,
     "models": 3,
     "training": 4,
-    "evaluation": 5,
     "cmplxbert": 5,
     "retrofit": 5,
     "hf": 5,
     "compat": 5,
-    "reproduce": 6,
-    "_top": 7,  # complexformer/__init__.py, __main__.py, cli.py
+    "evaluation": 6,  # above hf: the lm-eval suite exports the run for transformers
+    "reproduce": 7,
+    "_top": 8,  # complexformer/__init__.py, __main__.py, cli.py
 }
 #: Imports a layer rule would allow but the design forbids (CmplxBERT builds on complex
-#: layers, not on the language model).
-FORBIDDEN: set[tuple[str, str]] = {("cmplxbert", "models")}
+#: layers, not on the language model; evaluation and CmplxBERT stay independent).
+FORBIDDEN: set[tuple[str, str]] = {("cmplxbert", "models"), ("evaluation", "cmplxbert")}
 #: Third-party packages that are optional extras: importing them inside a function is fine.
 OPTIONAL = {
     "accelerate",
@@ -153,6 +153,9 @@ IN_FUNCTION_BY_DESIGN = {
     # shipped as source to the sandboxed interpreter: its imports run only after the resource
     # limits and the guard are in place, and it cannot import complexformer
     "complexformer.evaluation.sandbox_child",
+    # registers the transformers classes only once transformers' auto classes are imported
+    # (its own modules import transformers at the top, so they are imported on that event)
+    "complexformer.hf.register",
 }
 
 

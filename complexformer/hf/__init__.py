@@ -1,0 +1,19 @@
+"""ComplexFormer in the transformers ecosystem (Hugging Face).
+
+* :mod:`.configuration_complexformer` and :mod:`.modeling_complexformer`:
+  ``ComplexFormerConfig`` (``model_type="complexformer"``) and ``ComplexFormerForCausalLM``
+  (a ``PreTrainedModel`` with ``generate``); self-contained files (``torch`` and
+  ``transformers`` only) that an export copies beside the weights for
+  ``trust_remote_code=True``;
+* :mod:`.export`: a run, checkpoint or model as a transformers model directory
+  (``complexformer export``);
+* :mod:`.register`: the registration with ``AutoConfig`` / ``AutoModelForCausalLM`` that
+  ``import complexformer`` sets up, deferred until transformers' auto classes are imported.
+
+Only :mod:`.register` is imported here; the other modules need ``transformers`` (the ``hf``
+extra). See ``docs/huggingface.md``.
+"""
+
+from .register import install_auto_registration, register_auto_classes
+
+__all__ = ["install_auto_registration", "register_auto_classes"]
