@@ -158,23 +158,27 @@ def cmd_generate(args: argparse.Namespace) -> int:
         prompt = args.prompt
     else:
         prompt = run_prompt(args.ckpt)
+    sampling = (args.max_new_tokens, args.temperature, args.top_p, args.top_k)
     if _is_retrofit(args.ckpt):
-        return _generate_retrofit(args, prompt)
-    run = load_run(args.ckpt)
-    model, tokenizer = run.model, run.tokenizer
+        from .retrofit.evaluate import retrofit_generate
+        from .retrofit.io import load_adaptation
+
+        loaded = load_adaptation(args.ckpt)
+
+        def complete(seed):
+            return retrofit_generate(
+                args.ckpt, prompt, *sampling, seed, use_cache=not args.no_cache, loaded=loaded
+            )
+    else:
+        run = load_run(args.ckpt)
+
+        def complete(seed):
+            return _complete(
+                run.model, run.tokenizer, prompt, *sampling, seed, use_cache=not args.no_cache
+            )
+
     for i in range(args.num_samples):
-        seed = None if args.seed is None else args.seed + i
-        text = _complete(
-            model,
-            tokenizer,
-            prompt,
-            args.max_new_tokens,
-            args.temperature,
-            args.top_p,
-            args.top_k,
-            seed,
-            use_cache=not args.no_cache,
-        )
+        text = complete(None if args.seed is None else args.seed + i)
         if args.num_samples > 1:
             print(f"----- sample {i + 1}")
         print(text)
@@ -226,30 +230,6 @@ def _is_retrofit(path: str) -> bool:
     return (Path(path) / "adaptation_config.json").is_file() or (
         Path(path) / "model" / "adaptation_config.json"
     ).is_file()
-
-
-def _generate_retrofit(args: argparse.Namespace, prompt: str) -> int:
-    from .retrofit.evaluate import retrofit_generate
-    from .retrofit.io import load_adaptation
-
-    loaded = load_adaptation(args.ckpt)
-    for i in range(args.num_samples):
-        seed = None if args.seed is None else args.seed + i
-        text = retrofit_generate(
-            args.ckpt,
-            prompt,
-            args.max_new_tokens,
-            args.temperature,
-            args.top_p,
-            args.top_k,
-            seed,
-            use_cache=not args.no_cache,
-            loaded=loaded,
-        )
-        if args.num_samples > 1:
-            print(f"----- sample {i + 1}")
-        print(text)
-    return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

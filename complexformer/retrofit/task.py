@@ -18,10 +18,9 @@ from safetensors.torch import load_file
 from torch import nn
 
 from .._atomic import atomic_write_text
-from ..data import EvalBlocks, Tokenizer, load_corpus, load_token_splits
+from ..data import Tokenizer, load_corpus, load_token_splits
 from ..training.checkpoint import MODEL_FILE
 from ..training.dist import rank0_first
-from ..training.evaluate import evaluate_perplexity
 from ..training.task import StepLoss, TrainTask
 from .build import load_base, prepare_model
 from .config import RetrofitConfig
@@ -104,24 +103,6 @@ class RetrofitTask(TrainTask):
     def step_loss(self, model, batch, step, micro) -> StepLoss:
         out = model(input_ids=batch, labels=batch)
         return StepLoss(out.loss, out.loss)
-
-    def n_val_blocks(self, max_blocks) -> int:
-        return EvalBlocks(self.val_tokens, self.cfg.seq_len - 1, 1, max_blocks=max_blocks).n_blocks
-
-    def evaluate(self, model, batch_size, device, bf16, rank, world_size, max_blocks):
-        if self.n_val_blocks(max_blocks) == 0:
-            return None
-        return evaluate_perplexity(
-            model,
-            self.val_tokens,
-            self.cfg.seq_len - 1,
-            batch_size,
-            max_blocks=max_blocks,
-            device=device,
-            bf16=bf16,
-            rank=rank,
-            world_size=world_size,
-        )
 
     def save_final(self, model, directory) -> None:
         save_adaptation(model, directory, self.cfg, self.hf_tokenizer)

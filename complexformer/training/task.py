@@ -67,13 +67,15 @@ class StepLoss:
 
 
 class TrainTask:
-    """The parts of a training run that depend on the model. Subclasses implement every method.
+    """The parts of a training run that depend on the model.
 
-    The loop calls, in order: :meth:`prepare` (every rank; rank 0 first), :meth:`config_dict`,
-    :meth:`build_model`, :meth:`describe`, :meth:`write_run_files` (rank 0), then per update
-    :meth:`step_loss` on each micro-batch of ``seq_tokens`` tokens per sequence sampled from
-    ``train_tokens``, :meth:`evaluate` every ``eval_every`` steps, and
-    :meth:`save_final` (rank 0) at the end.
+    Subclasses implement every method except :meth:`evaluate` and :meth:`n_val_blocks` (whose
+    defaults score next-token perplexity on ``val_tokens``), :meth:`checkpoint_tensors` and
+    :meth:`load_checkpoint_into`. The loop calls, in order: :meth:`prepare` (every rank;
+    rank 0 first), :meth:`config_dict`, :meth:`build_model`, :meth:`describe`,
+    :meth:`write_run_files` (rank 0), then per update :meth:`step_loss` on each micro-batch of
+    ``seq_tokens`` tokens per sequence sampled from ``train_tokens``, :meth:`evaluate` every
+    ``eval_every`` steps, and :meth:`save_final` (rank 0) at the end.
     """
 
     train_tokens: np.ndarray
@@ -125,12 +127,29 @@ class TrainTask:
         world_size: int,
         max_blocks: int | None,
     ) -> dict[str, Any] | None:
-        """``{"loss", "ppl", "tokens", ...}`` on the validation split, or None if it is empty."""
-        raise NotImplementedError
+        """``{"loss", "ppl", "tokens", ...}`` on the validation split, or None if it is empty.
+
+        The default: next-token perplexity of ``model(ids).logits`` over consecutive blocks of
+        ``seq_tokens`` tokens of ``val_tokens`` (language-model tasks).
+        """
+        if self.n_val_blocks(max_blocks) == 0:
+            return None
+        return evaluate_perplexity(
+            model,
+            self.val_tokens,
+            self.seq_tokens - 1,
+            batch_size,
+            max_blocks=max_blocks,
+            device=device,
+            bf16=bf16,
+            rank=rank,
+            world_size=world_size,
+        )
 
     def n_val_blocks(self, max_blocks: int | None) -> int:
-        """Number of validation blocks (0 skips validation)."""
-        raise NotImplementedError
+        """Number of validation blocks (0 skips validation); default: blocks of
+        ``seq_tokens`` tokens of ``val_tokens``."""
+        return EvalBlocks(self.val_tokens, self.seq_tokens - 1, 1, max_blocks=max_blocks).n_blocks
 
     def save_final(self, model: nn.Module, directory: Path) -> None:
         """Save the trained model to ``directory`` atomically (rank 0)."""
@@ -249,26 +268,6 @@ class LMTask(TrainTask):
         out = model(batch, labels=batch)
         aux = {"pcl_loss": out.pcl_loss} if self.cfg.pcl and out.pcl_loss is not None else {}
         return StepLoss(out.loss, out.lm_loss, aux)
-
-    def n_val_blocks(self, max_blocks) -> int:
-        return EvalBlocks(
-            self.val_tokens, self.cfg.max_seq_len - 1, 1, max_blocks=max_blocks
-        ).n_blocks
-
-    def evaluate(self, model, batch_size, device, bf16, rank, world_size, max_blocks):
-        if self.n_val_blocks(max_blocks) == 0:
-            return None
-        return evaluate_perplexity(
-            model,
-            self.val_tokens,
-            self.cfg.max_seq_len - 1,
-            batch_size,
-            max_blocks=max_blocks,
-            device=device,
-            bf16=bf16,
-            rank=rank,
-            world_size=world_size,
-        )
 
     def save_final(self, model, directory) -> None:
         save_final_model(model, directory)
