@@ -12,6 +12,10 @@
   (``from complexformer.cmplxbert import complexify``).
 - :mod:`complexformer.hf`: ``ComplexFormerConfig`` / ``ComplexFormerForCausalLM`` for
   transformers (``AutoModelForCausalLM``, ``pipeline``, ``generate``) and the export of a run.
+- :mod:`complexformer.retrofit`: CMHA for pre-trained Hugging Face RoPE models (``to_cmha``,
+  exact at conversion; adaptation files; ``complexformer retrofit``); imported on demand.
+- :mod:`complexformer.compat.complextorch`: a drop-in with complextorch 2.1.1's arguments and
+  outputs; imported on demand.
 """
 
 from . import attention, losses, models, nn

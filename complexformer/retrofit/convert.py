@@ -234,8 +234,8 @@ def cmha_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
 
 
 def _is_norm(name: str, module: nn.Module) -> bool:
-    cls = type(module).__name__
-    return cls.endswith("RMSNorm") or cls.endswith("LayerNorm") or name.endswith("norm")
+    """The norm before each attention layer (``input_layernorm`` in Llama, Mistral, Qwen2)."""
+    return name.endswith("input_layernorm")
 
 
 def set_trainable(model: nn.Module, trainable: str) -> list[str]:
@@ -243,8 +243,10 @@ def set_trainable(model: nn.Module, trainable: str) -> list[str]:
 
     Args:
         model: a converted model.
-        trainable: ``"adaptation"`` (δ, b), ``"adaptation+norms"`` (δ, b and the RMSNorm
-            gains), ``"norms"`` (the RMSNorm gains alone), ``"all"`` or ``"none"``.
+        trainable: ``"adaptation"`` (δ, b), ``"adaptation+norms"`` (δ, b and the gains of
+            the RMSNorm before each attention layer, ``input_layernorm``: the norm that feeds
+            the projections CMHA adapts, with a similar parameter count), ``"norms"`` (those
+            gains alone), ``"all"`` or ``"none"``.
 
     Returns:
         The names of the trainable parameters.

@@ -163,7 +163,7 @@ def test_trainable_defaults_and_parameter_counts():
     # group: δ per KV head (2 x 8), b per query head (4 x 8), per layer
     assert sum(p.numel() for p in model.parameters() if p.requires_grad) == 2 * (2 * 8 + 4 * 8)
     norms = set_trainable(model, "norms")
-    assert norms and all(n.endswith("norm.weight") for n in norms)
+    assert len(norms) == 2 and all(n.endswith("input_layernorm.weight") for n in norms)
     both = set_trainable(model, "adaptation+norms")
     assert set(both) == set(names) | set(norms)
     query = to_cmha(tiny_model("llama", 2), gqa="query")

@@ -155,7 +155,10 @@ def test_norms_control_keeps_the_rotation(base_dir, corpus, tmp_path):
     attn = model.model.layers[0].self_attn
     assert torch.equal(attn.cmha_delta, torch.ones_like(attn.cmha_delta))
     assert torch.equal(attn.cmha_bias, torch.zeros_like(attn.cmha_bias))
-    assert not torch.equal(model.model.norm.weight, _fresh(base_dir).model.norm.weight)
+    fresh = _fresh(base_dir).model.layers[0]
+    layer = model.model.layers[0]
+    assert not torch.equal(layer.input_layernorm.weight, fresh.input_layernorm.weight)
+    assert torch.equal(layer.post_attention_layernorm.weight, fresh.post_attention_layernorm.weight)
 
 
 def test_lora_mode_trains_lora_factors(base_dir, corpus, tmp_path):
