@@ -243,14 +243,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prose-data", default=PROSE, help="prose corpus (the Vim user manual)")
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="what trains")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
-    p.add_argument("--steps", type=int, default=60, help="optimizer steps per run (60)")
+    p.add_argument("--steps", type=int, default=80, help="optimizer steps per run (80)")
     p.add_argument("--batch-size", type=int, default=1, help="sequences per step (1)")
     p.add_argument("--seq-len", type=int, default=512, help="training length (512)")
-    p.add_argument("--lr", type=float, default=5e-3, help="peak learning rate (5e-3)")
-    p.add_argument("--eval-tokens", type=int, default=8192, help="held-out tokens per corpus")
+    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (2e-3)")
+    p.add_argument(
+        "--eval-tokens", type=int, default=4096, help="held-out tokens per corpus (4096)"
+    )
     p.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048],
                    help="extrapolation lengths (512 1024 2048)")  # fmt: skip
-    p.add_argument("--extrapolation-tokens", type=int, default=8192, help="tokens per length")
+    p.add_argument(
+        "--extrapolation-tokens", type=int, default=4096, help="tokens per length (4096)"
+    )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--out", default="runs/retrofit-study", help="run folder")
     p.add_argument("--report", default="docs/results/retrofit", help="report path prefix")
