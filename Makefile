@@ -71,6 +71,7 @@ bench: venv
 	$(PY) -m benchmarks.train --threads 1
 	$(PY) -m benchmarks.complex_attention --threads 1
 	$(PY) -m benchmarks.cbert --threads 1
+	$(PY) -m benchmarks.retrofit --threads 1
 
 bench-docs: venv
 	$(PY) -m benchmarks.render

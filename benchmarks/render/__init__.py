@@ -25,7 +25,7 @@ from typing import Any
 
 from complexformer._atomic import atomic_write_text
 
-from . import attention, cbert, complex_attention, train
+from . import attention, cbert, complex_attention, retrofit, train
 from ._format import replace_section
 from .targets import target_lines
 
@@ -40,6 +40,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any], str], str]] = {
     "complex_attention": complex_attention.render,
     "train": train.render,
     "cbert": cbert.render,
+    "retrofit": retrofit.render,
 }
 
 

@@ -67,6 +67,8 @@ TARGETS: tuple[Target, ...] = (
            ("forward_time_vs_bert", "cmplx_modulus"), "<=", 2.5, unit="x"),
     Target("cbert", "forward time CmplxBERT (real score) / BERT",
            ("forward_time_vs_bert", "cmplx_real"), "<=", 2.5, unit="x"),
+    Target("retrofit", "forward time converted / original, T=512",
+           ("forward_converted_original",), "<=", 1.15, unit="x"),
 )  # fmt: skip
 
 

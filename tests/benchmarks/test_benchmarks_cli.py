@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-MODULES = ("attention", "train", "complex_attention", "cbert", "render")
+MODULES = ("attention", "train", "complex_attention", "cbert", "retrofit", "render")
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -20,7 +20,7 @@ def test_help(name, capsys):
     assert "--out-md" not in out  # measuring and rendering are separate steps
 
 
-@pytest.mark.parametrize("name", MODULES[:4])
+@pytest.mark.parametrize("name", MODULES[:5])
 def test_measuring_scripts_have_json_output(name):
     module = importlib.import_module(f"benchmarks.{name}")
     args = module.build_parser().parse_args(["--out-json", "none", "--threads", "1"])

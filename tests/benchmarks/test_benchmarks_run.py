@@ -6,6 +6,8 @@ import json
 import math
 import statistics
 
+import pytest
+
 from benchmarks import attention
 from benchmarks.render import DOCS_MD, render_section
 from complexformer._runtime import cpu_settings
@@ -55,3 +57,32 @@ def test_attention_writes_a_record(tmp_path):
 
     md = render_section(payload, "attention.json")
     assert "| 16 | eager | rope |" in md and "not measured in this run" in md
+
+
+def test_retrofit_writes_a_record_on_a_tiny_base(tmp_path):
+    pytest.importorskip("transformers")
+    from benchmarks import retrofit
+    from tests.retrofit.retrofit_testlib import build_tiny_base
+
+    base = build_tiny_base(tmp_path / "base")
+    out = tmp_path / "retrofit.json"
+    argv = ["--base", str(base), "--seq-len", "16", "--repeats", "2", "--warmup", "0",
+            "--threads", "1", "--out-json", str(out)]  # fmt: skip
+    with cpu_settings():
+        assert retrofit.main(argv) == 0
+    payload = json.loads(out.read_text())
+    kinds = [(r["kind"], r["model"]) for r in payload["records"]]
+    assert kinds == [
+        ("forward", "original"),
+        ("forward", "converted"),
+        ("train_step", "original_norms"),
+        ("train_step", "converted_adaptation"),
+    ]
+    med = {k: r["median_ms"] for k, r in zip(kinds, payload["records"], strict=True)}
+    ratios = payload["ratios"]
+    assert ratios["forward_converted_original"] == pytest.approx(
+        med[("forward", "converted")] / med[("forward", "original")]
+    )
+    assert payload["records"][3]["trainable"] == 2 * (2 * 8 + 4 * 8)  # δ per KV head, b per head
+    md = render_section(payload, "retrofit.json")
+    assert "forward time converted / original, T=512" in md
