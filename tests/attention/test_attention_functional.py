@@ -687,3 +687,266 @@ def test_attention_plain_matches_naive(t_q, t_k, off, causal):
     out = attention(q, k, v, is_causal=causal, q_offset=off, scale=0.5)
     mask = _naive_mask(t_q, t_k, off) if causal else None
     assert_close(out, _naive_softmax_attn(q @ k.transpose(-1, -2) * 0.5, v, mask), **EXACT)
+
+
+def test_rope_frequencies_are_the_float64_formula_rounded_once():
+    # computed in float64 and rounded to float32 once (a float32 power is off by an ulp for
+    # some j at D = 64 and 128)
+    for d in (8, 64, 128):
+        for schedule, denom in (("rope", d), ("paper", d // 2)):
+            want = torch.tensor([10000.0 ** (-2 * j / denom) for j in range(d // 2)], dtype=F64)
+            assert torch.equal(rope_frequencies(d, schedule=schedule), want.float())
+
+
+def test_rope_frequencies_base_and_messages():
+    for bad in (0, 0.0, -2.0):
+        with pytest.raises(ValueError, match=rf"^rope base must be > 0, got {bad!r}$"):
+            rope_frequencies(8, base=bad)
+    assert_close(rope_frequencies(4, base=0.5), torch.tensor([1.0, 2**0.5]), atol=0, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"^unknown omega schedule 'x'; known: rope, paper$"):
+        rope_frequencies(8, schedule="x")
+
+
+def test_rope_tensors_stay_on_the_requested_device():
+    # the meta device stands in for an accelerator: a tensor made on the CPU instead would
+    # not mix with it
+    meta = torch.device("meta")
+    om = rope_frequencies(8, device=meta)
+    assert om.device == meta and om.dtype == torch.float32 and om.shape == (4,)
+    x = torch.zeros(2, 5, 8, device=meta)
+    for positions in (3, torch.arange(5)):
+        for omega in (om, rope_frequencies(8)):  # omega is moved to x's device
+            for layout in ("interleaved", "halves"):
+                out = apply_rope(x, positions, omega, layout)
+                assert out.device == meta and out.shape == x.shape
+
+
+def test_as_positions_is_a_float_tensor_of_the_requested_dtype():
+    from complexformer.attention.rotary import _as_positions
+
+    for dt in (torch.float32, F64):
+        p = _as_positions(3, 4, torch.device("cpu"), dt)
+        assert p.dtype == dt and p.tolist() == [3.0, 4.0, 5.0, 6.0]
+        q = _as_positions(torch.tensor([[7, 1, 2]]), 3, torch.device("cpu"), dt)
+        assert q.dtype == dt and q.tolist() == [[7.0, 1.0, 2.0]]
+        assert _as_positions(2, 3, torch.device("meta"), dt).device.type == "meta"
+        assert _as_positions(torch.arange(3), 3, torch.device("meta"), dt).device.type == "meta"
+    x = torch.randn(1, 3, 8, generator=_gen(61))
+    om = rope_frequencies(8)
+    for bad in (2.5, [0, 1, 2], torch.tensor(4)):
+        with pytest.raises(
+            ValueError, match=r"^positions must be an int offset or a \(\.\.\., T\)"
+        ):
+            apply_rope(x, bad, om)
+
+
+def test_apply_rope_shapes_dtypes_and_batched_positions():
+    d, t = 8, 5
+    om = rope_frequencies(d).to(F64)
+    x = torch.randn(2, 3, t, d, generator=_gen(62), dtype=F64)
+    # 3-D and 5-D inputs: T is the second last dimension whatever the rank
+    assert_close(apply_rope(x[0], 4, om), apply_rope(x, 4, om)[0], **EXACT)
+    assert_close(apply_rope(x[None], 4, om)[0], apply_rope(x, 4, om), **EXACT)
+    # per-row positions (B, 1, T): each batch row rotated by its own positions
+    pos = torch.tensor([[0, 1, 2, 3, 4], [9, 7, 5, 3, 1]])
+    got = apply_rope(x, pos[:, None, :], om)
+    for b in range(2):
+        assert_close(got[b], _naive_rope(x[b], pos[b], om), **EXACT)
+    # half-precision inputs: rotated in float32, returned in their own dtype
+    xb = x.bfloat16()
+    for layout in ("interleaved", "halves"):
+        out = apply_rope(xb, 3, om.float(), layout)
+        assert out.dtype == torch.bfloat16
+        assert torch.equal(out, apply_rope(xb.float(), 3, om.float(), layout).bfloat16())
+    # float32 input: the angles are float32 even for float64 frequencies
+    x32 = x.float()
+    assert torch.equal(apply_rope(x32, 5000, om), apply_rope(x32, 5000, om.float()))
+    assert not torch.equal(apply_rope(x32, 5000, om), apply_rope(x, 5000, om).float())
+    with pytest.raises(ValueError, match="^the last dimension of x must be even, got 7$"):
+        apply_rope(torch.zeros(1, 4, 5, 7), 0, om)
+
+
+def test_polar_angles_values_zero_pairs_and_defaults():
+    from complexformer.attention.polar import polar_angles
+
+    # pairs on the axes, a zero pair, a generic one: (re, im) interleaved
+    x = torch.tensor([[0.0, 2.0, -3.0, 0.0, 0.0, 0.0, 3.0, -4.0]], dtype=F64, requires_grad=True)
+    lam, theta = polar_angles(x)  # default layout: interleaved
+    assert_close(lam, torch.tensor([[2.0, 3.0, 0.0, 5.0]], dtype=F64), **EXACT)
+    want = torch.tensor([[math.pi / 2, math.pi, 0.0, math.atan2(-4.0, 3.0)]], dtype=F64)
+    assert_close(theta, want, **EXACT)
+    # a zero pair has zero gradients for both (no 0/0); the others are d|z| and d arg z
+    (gl,) = torch.autograd.grad(lam.sum(), x, retain_graph=True)
+    (gt,) = torch.autograd.grad(theta.sum(), x)
+    assert_close(gl, torch.tensor([[0.0, 1.0, -1.0, 0.0, 0.0, 0.0, 0.6, -0.8]], dtype=F64), **EXACT)
+    want_gt = [-0.5, 0.0, 0.0, -1 / 3, 0.0, 0.0, 4 / 25, 3 / 25]
+    assert_close(gt, torch.tensor([want_gt], dtype=F64), **EXACT)
+    with pytest.raises(ValueError, match="^the last dimension of x must be even, got 7$"):
+        polar_angles(torch.zeros(2, 4, 5, 7))
+    lam5, _ = polar_angles(torch.ones(2, 4, 5, 8))  # an odd T is fine
+    assert lam5.shape == (2, 4, 5, 4)
+    # half precision in either layout: float32 results, the float32 values of the formula
+    xb = torch.randn(2, 5, 8, generator=_gen(71)).bfloat16()
+    for layout in ("interleaved", "halves"):
+        lb, tb = polar_angles(xb, layout)
+        assert lb.dtype == tb.dtype == torch.float32
+        l32, t32 = polar_angles(xb.float(), layout)
+        assert torch.equal(lb, l32) and torch.equal(tb, t32)
+
+
+def test_polar_from_components_default_layout_and_dtype():
+    from complexformer.attention.polar import polar_from_components
+
+    lam = torch.tensor([[2.0, 1.0]])
+    phase = torch.tensor([[0.0, math.pi / 2]])
+    out = polar_from_components(lam, phase, torch.bfloat16)
+    assert out.dtype == torch.bfloat16
+    assert_close(out.float(), torch.tensor([[2.0, 0.0, 0.0, 1.0]]), atol=1e-6, rtol=0)
+    assert_close(
+        polar_from_components(lam, phase, torch.float32, "halves"),
+        torch.tensor([[2.0, 0.0, 0.0, 1.0]])[:, [0, 2, 1, 3]],
+        atol=1e-6,
+        rtol=0,
+    )
+
+
+def _plain_rotation(x, delta, bias, positions, omega):
+    """l·(cos A, sin A), A = δ·atan2(x_im, x_re) + b + p·ω, interleaved pairs (float64)."""
+    re, im = x[..., 0::2], x[..., 1::2]
+    theta = torch.atan2(im, re)
+    if delta is not None:
+        theta = theta * (delta[..., None, :] if isinstance(delta, torch.Tensor) else delta)
+    if bias is not None:
+        theta = theta + bias[..., None, :]
+    phase = theta + positions[..., :, None].to(F64) * omega
+    lam = torch.sqrt(re * re + im * im)
+    return torch.stack((lam * torch.cos(phase), lam * torch.sin(phase)), -1).flatten(-2)
+
+
+def test_polar_rotate_scalar_delta_shapes_and_positions():
+    # (B, H, T, D) with B, H, T, D all different; 3-D input; per-row positions
+    d = 8
+    x = torch.randn(2, 6, 5, d, generator=_gen(72), dtype=F64)
+    bias = torch.randn(6, d // 2, generator=_gen(73), dtype=F64)
+    om = rope_frequencies(d).to(F64)
+    pos = torch.arange(3, 8)
+    for dl in (0.7, 2, None):
+        want = _plain_rotation(x, dl, bias, pos, om)
+        assert_close(polar_rotate(x, dl, bias, 3, om), want, **EXACT)
+        lam, phase = polar_components(x, dl, bias, 3, om)
+        assert_close(polar_from_components_ref(lam, phase), want, **EXACT)
+    x3 = x[0]  # (H, T, D): T is the second last dimension
+    assert_close(
+        polar_rotate(x3, 0.7, bias, 3, om), _plain_rotation(x3, 0.7, bias, pos, om), **EXACT
+    )
+    assert_close(polar_rotate(x3, 0.7, bias, pos, om), polar_rotate(x3, 0.7, bias, 3, om), **EXACT)
+    lam3, ph3 = polar_components(x3, 0.7, bias, 3, om)
+    assert lam3.shape == ph3.shape == (6, 5, d // 2)
+    rows = torch.tensor([[0, 1, 2, 3, 4], [9, 7, 5, 3, 1]])  # (B, 1, T) per batch row
+    got = polar_rotate(x, 0.7, bias, rows[:, None, :], om)
+    _, ph_rows = polar_components(x, 0.7, bias, rows[:, None, :], om)
+    for b in range(2):
+        assert_close(got[b], _plain_rotation(x[b], 0.7, bias, rows[b], om), **EXACT)
+        _, ph_b = polar_components(x[b], 0.7, bias, rows[b], om)
+        assert_close(ph_rows[b], ph_b, **EXACT)
+    with pytest.raises(ValueError, match="^the last dimension of x must be even, got 7$"):
+        polar_rotate(torch.zeros(2, 4, 5, 7), None, None, 0, rope_frequencies(6))
+
+
+def polar_from_components_ref(lam, phase):
+    return torch.stack((lam * torch.cos(phase), lam * torch.sin(phase)), -1).flatten(-2)
+
+
+def test_polar_rotate_float32_casts_every_parameter_first():
+    # float32 x with float64 δ, b, ω: everything is computed in float32, exactly as with
+    # float32 parameters (values, and the gradients of x, δ and b)
+    d = 8
+    g = _gen(74)
+    x = torch.randn(2, 3, 40, d, generator=g)
+    w = torch.randn(2, 3, 40, d, generator=g)
+    delta = 1 + 0.3 * torch.randn(3, d // 2, generator=g, dtype=F64)
+    bias = torch.randn(3, d // 2, generator=g, dtype=F64)
+    om = rope_frequencies(d).to(F64)
+
+    def run(dl, b, o):
+        leaves = [
+            x.clone().requires_grad_(),
+            dl.clone().requires_grad_(),
+            b.clone().requires_grad_(),
+        ]
+        out = polar_rotate(leaves[0], leaves[1], leaves[2], 1000, o)
+        return out, torch.autograd.grad((out * w).sum(), leaves)
+
+    out64, g64 = run(delta, bias, om)
+    out32, g32 = run(delta.float(), bias.float(), om.float())
+    assert out64.dtype == torch.float32
+    assert torch.equal(out64, out32)
+    assert g64[1].dtype == g64[2].dtype == F64
+    for a, b in zip(g64, g32, strict=True):
+        assert torch.equal(a, b.to(a.dtype))
+    lam, phase = polar_components(x, delta, bias, 1000, om)
+    lam32, phase32 = polar_components(x, delta.float(), bias.float(), 1000, om.float())
+    assert phase.dtype == torch.float32 and torch.equal(phase, phase32) and torch.equal(lam, lam32)
+    # bf16 x: the backward computes in float32 too
+    xb = x.bfloat16()
+    wb = w.bfloat16()
+    leaves = [xb.clone().requires_grad_(), delta.float().requires_grad_()]
+    (polar_rotate(leaves[0], leaves[1], None, 0, om) * wb).sum().backward()
+    ref = [xb.float().requires_grad_(), delta.float().requires_grad_()]
+    (polar_rotate(ref[0], ref[1], None, 0, om) * wb.float()).sum().backward()
+    assert leaves[0].grad.dtype == torch.bfloat16
+    assert torch.equal(leaves[0].grad, ref[0].grad.bfloat16())
+    assert torch.equal(leaves[1].grad, ref[1].grad)
+
+
+def test_polar_rotate_gradients_with_some_parameters_absent_or_frozen():
+    d = 8
+    g = _gen(75)
+    x = torch.randn(2, 3, 6, d, generator=g, dtype=F64)
+    w = torch.randn(2, 3, 6, d, generator=g, dtype=F64)
+    delta = torch.randn(3, d // 2, generator=g, dtype=F64)
+    bias = torch.randn(3, d // 2, generator=g, dtype=F64)
+    om = rope_frequencies(d).to(F64)
+    pos = torch.arange(6)
+    for dl, b, train in (
+        (None, None, ()),
+        (delta, None, ("delta",)),
+        (None, bias, ("bias",)),
+        (delta, bias, ("delta",)),
+        (delta, bias, ("bias",)),
+        (delta, bias, ()),
+    ):
+        args = {"delta": dl, "bias": b}
+        leaves = {k: v.clone().requires_grad_(k in train) for k, v in args.items() if v is not None}
+        xs = x.clone().requires_grad_()
+        out = polar_rotate(xs, leaves.get("delta"), leaves.get("bias"), 0, om)
+        want_leaves = {
+            k: v.clone().requires_grad_(k in train) for k, v in args.items() if v is not None
+        }
+        xr = x.clone().requires_grad_()
+        ref = _plain_rotation(xr, want_leaves.get("delta"), want_leaves.get("bias"), pos, om)
+        assert_close(out, ref, **EXACT)
+        (out * w).sum().backward()
+        (ref * w).sum().backward()
+        assert_close(xs.grad, xr.grad, atol=1e-10, rtol=1e-10)
+        for k in leaves:
+            if k in train:
+                assert_close(leaves[k].grad, want_leaves[k].grad, atol=1e-10, rtol=1e-10)
+            else:
+                assert leaves[k].grad is None
+
+
+def test_polar_tensors_stay_on_the_requested_device():
+    meta = torch.device("meta")
+    x = torch.zeros(2, 3, 5, 8, device=meta)
+    dl = torch.ones(3, 4, device=meta)
+    for omega in (rope_frequencies(8), rope_frequencies(8, device=meta)):
+        for positions in (0, torch.arange(5)):
+            lam, phase = polar_components(x, dl, dl, positions, omega)
+            assert lam.device == phase.device == meta
+            assert polar_rotate(x, dl, dl, positions, omega).device == meta
+            assert polar_rotate(x, 0.5, None, positions, omega).device == meta
+    # a float δ becomes a (J,) tensor on x's device (kept for the backward)
+    xg = x.clone().requires_grad_()
+    saved = polar_rotate(xg, 0.5, None, 0, rope_frequencies(8)).grad_fn.saved_tensors
+    assert saved[1].device == meta and saved[1].shape == (4,) and saved[1].dtype == torch.float32

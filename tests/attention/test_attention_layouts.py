@@ -144,3 +144,85 @@ def test_delta_and_bias_gradients_sum_over_every_t_chunk(layout):
     (out * wi).sum().backward()
     assert_close(leaves[0].grad, ref[0].grad, atol=1e-8, rtol=1e-9)
     assert_close(leaves[1].grad, ref[1].grad, atol=1e-8, rtol=1e-9)
+
+
+def _plain_polar(x, delta, bias, t0, om, layout):
+    """l·(cos A, sin A) with A = δ·atan2(im, re) + b + p·ω, pairs split by hand (float64)."""
+    j = x.shape[-1] // 2
+    if layout == "halves":
+        re, im = x[..., :j], x[..., j:]
+    else:
+        re, im = x[..., 0::2], x[..., 1::2]
+    pos = torch.arange(t0, t0 + x.shape[-2], dtype=torch.float64)[:, None]
+    theta = torch.atan2(im, re)
+    if delta is not None:
+        theta = theta * (delta[..., None, :] if isinstance(delta, torch.Tensor) else delta)
+    if bias is not None:
+        theta = theta + bias[..., None, :]
+    phase = theta + pos * om
+    lam = torch.sqrt(re * re + im * im)
+    c, s = lam * torch.cos(phase), lam * torch.sin(phase)
+    if layout == "halves":
+        return torch.cat((c, s), -1)
+    return torch.stack((c, s), -1).flatten(-2)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "halves"])
+def test_traced_path_is_the_plain_formula(layout, monkeypatch):
+    """The branch that torch.compile traces (taken here by making is_compiling() true in eager
+    mode): values and gradients equal the formula written out, for tensor, float and absent
+    δ and b, like the analytic path."""
+    q, _, _, delta, bias, om = inputs(seed=5, t=7)
+    w = torch.randn(q.shape, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    cases = [(delta, bias), (0.7, bias), (None, None), (delta, None)]
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    for d, b in cases:
+        leaves = [t.clone().requires_grad_() for t in (q, d, b) if isinstance(t, torch.Tensor)]
+        args = iter(leaves[1:])
+        dd = next(args) if isinstance(d, torch.Tensor) else d
+        bb = next(args) if isinstance(b, torch.Tensor) else b
+        out = polar_rotate(leaves[0], dd, bb, 3, om, layout)
+        assert out.dtype == torch.float64 and out.shape == q.shape
+        got = torch.autograd.grad((out * w).sum(), leaves)
+        ref_leaves = [t.clone().requires_grad_() for t in leaves]
+        args = iter(ref_leaves[1:])
+        rd = next(args) if isinstance(d, torch.Tensor) else d
+        rb = next(args) if isinstance(b, torch.Tensor) else b
+        ref = _plain_polar(ref_leaves[0], rd, rb, 3, om, layout)
+        want = torch.autograd.grad((ref * w).sum(), ref_leaves)
+        assert_close(out, ref, atol=1e-12, rtol=0)
+        for a, e in zip(got, want, strict=True):
+            assert_close(a, e, atol=1e-10, rtol=1e-10)
+    # float32 input: computed in float32, returned as float32; bf16 input stays bf16
+    out32 = polar_rotate(q.float(), delta.float(), bias.float(), 3, om.float(), layout)
+    assert out32.dtype == torch.float32
+    assert_close(out32.double(), _plain_polar(q, delta, bias, 3, om, layout), atol=1e-5, rtol=0)
+    assert polar_rotate(q.bfloat16(), delta, bias, 3, om, layout).dtype == torch.bfloat16
+
+
+def test_join_pairs_stacks_other_dtypes():
+    """The interleaving for dtypes torch.complex does not take (bf16, half): x[2j] = re[j],
+    x[2j+1] = im[j] (the eager float32 / float64 path builds the same through complex)."""
+    from complexformer.attention.rotary import _join_pairs
+
+    re = torch.arange(6.0).view(2, 3)
+    im = -torch.arange(6.0).view(2, 3) - 10
+    want = torch.tensor([[0.0, -10, 1, -11, 2, -12], [3, -13, 4, -14, 5, -15]])
+    for dt in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        got = _join_pairs(re.to(dt), im.to(dt), "interleaved")
+        assert got.dtype == dt
+        assert_close(got.double(), want.double(), atol=0, rtol=0)
+    assert_close(_join_pairs(re, im, "halves"), torch.cat((re, im), -1), atol=0, rtol=0)
+
+
+def test_t_chunks_cover_t_in_bounded_steps():
+    import complexformer.attention.polar as polar_mod
+
+    n = polar_mod._CHUNK_ELEMS  # 2**18
+    big = torch.zeros(1).expand(2, 3, 1000, 64)  # 384 elements per row: 682 rows per chunk
+    assert polar_mod._t_chunks(big) == [(0, 682), (682, 1000)]
+    wide = torch.zeros(1).expand(1, 1, 3, 2 * n)  # a row above the budget: one row per chunk
+    assert polar_mod._t_chunks(wide) == [(0, 1), (1, 2), (2, 3)]
+    assert polar_mod._t_chunks(torch.zeros(1, 5, 8)) == [(0, 5)]
+    assert polar_mod._t_chunks(torch.zeros(1, 1, 8)) == [(0, 1)]
+    assert polar_mod._t_chunks(torch.zeros(2, 0, 8)) == []

@@ -236,3 +236,85 @@ def test_cached_weights_follow_every_update():
     assert_close(y, _naive(layer, z).detach())
     layer(z).abs().sum().backward()
     assert layer.lora_A.grad is not None and layer.lora_A.grad.abs().sum() > 0
+
+
+def _naive_table(layer):
+    """E + s·A·Bᴴ as a complex (num, dim) table, written out."""
+    e = layer.base_layer.weight.detach().to(torch.complex128)
+    if layer.r == 0:
+        return e
+    a = torch.view_as_complex(layer.lora_A.detach().double())
+    b = torch.view_as_complex(layer.lora_B.detach().double())
+    return e + layer.scaling * a @ b.conj().T
+
+
+@pytest.mark.parametrize("r", [0, 3])
+@pytest.mark.parametrize("grad", [True, False])
+def test_lora_embedding_planar_forward_is_the_table_lookup(r, grad):
+    """planar_forward (the rows CmplxBERT's embeddings use): the Re and Im rows of
+    (E + s·A·Bᴴ)[idx], unmerged and merged, with and without autograd, for int64 and int32
+    indices; the gradient of A's padding row is zero."""
+    torch.manual_seed(1)
+    layer = ComplexLoRAEmbedding(nn.Embedding(11, 6, padding_idx=2), r=r, alpha=7.5)
+    if r:
+        _randomise(layer, seed=4)
+        assert layer.scaling == 2.5
+    idx = torch.tensor([[0, 2, 10], [4, 4, 1]])
+    want = _naive_table(layer)[idx]  # (2, 3, 6)
+    want_rows = torch.stack((want.real, want.imag), -2)  # (2, 3, 2, 6)
+    for merged in (False, True):
+        if merged:
+            layer.merge()
+        with torch.set_grad_enabled(grad):
+            for ix in (idx, idx.int()):
+                rows = layer.planar_forward(ix)
+                assert rows.shape == (2, 3, 2, 6) and rows.dtype == torch.float32
+                assert_close(rows.double(), want_rows, atol=1e-6, rtol=1e-6)
+                assert_close(layer(ix).to(torch.complex128), want, atol=1e-6, rtol=1e-6)
+        layer.unmerge()
+    if r and grad:
+        rows = layer.planar_forward(idx)
+        (
+            rows * torch.randn(rows.shape, generator=torch.Generator().manual_seed(2))
+        ).sum().backward()
+        assert torch.equal(layer.lora_A.grad[2], torch.zeros(r, 2))  # the padding row
+        assert layer.lora_A.grad[4].abs().sum() > 0 and layer.lora_B.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="^ComplexLoRAEmbedding: indices must be int64 or int32"):
+        layer.planar_forward(idx.float())
+
+
+@pytest.mark.parametrize("ranks", [(2, 2, 2), (3, 0, 1)])
+def test_planar_lora_linear_inference_with_residual_and_a_buffer(ranks):
+    """Without autograd (one extended GEMM, adapters added in place): equal ranks (built
+    together) and unequal ones, a residual added, the base GEMM written into a caller's
+    buffer; equals the naive complex formula plus the residual, and the autograd path."""
+    from complexformer.cmplxbert.planar import planar_lora_linear
+
+    layers = [
+        ComplexLoRALinear(_linear(6, o, s), r=r, alpha=2.0 * (r or 1), complex_bias=s != 1)
+        for s, (o, r) in enumerate(zip((5, 4, 3), ranks, strict=True))
+    ]
+    for i, m in enumerate(layers):
+        if m.r:
+            _randomise(m, seed=10 + i)
+    z = _crandn(3, 2, 6, seed=7)
+    x = torch.view_as_real(z).transpose(-1, -2).contiguous()  # (3, 2, 2, 6)
+    res = torch.randn(3, 2, 2, 12, generator=torch.Generator().manual_seed(8))
+    expect = torch.cat([_naive(m, z) for m in layers], -1).detach()
+    want = torch.stack((expect.real, expect.imag), -2) + res
+    used = []
+
+    def alloc(shape):
+        used.append(shape)
+        return torch.empty(shape)
+
+    with torch.no_grad():
+        y = planar_lora_linear(layers, x, residual=res.clone(), alloc=alloc)
+        y0 = planar_lora_linear(layers, x)
+    assert_close(y, want, rtol=1e-5, atol=1e-5)
+    assert_close(y0, want - res, rtol=1e-5, atol=1e-5)
+    assert used == [(12, 12 + 2 * sum(ranks))]  # 2·tokens rows, Σ out + 2R columns
+    y1 = planar_lora_linear(layers, x, residual=res)  # with autograd
+    assert_close(y1, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="expected in_features=6"):
+        planar_lora_linear(layers, x[..., :5])

@@ -81,3 +81,26 @@ def test_bad_arguments(n, c, k, match):
         pass_at_k(n, c, k)
     with pytest.raises(ValueError, match="entries"):
         estimate_pass_at_k([4, 4], [1], 1)
+
+
+@pytest.mark.parametrize("name", ["n", "c", "k"])
+def test_non_int_arguments_are_named(name):
+    good = {"n": 4, "c": 1, "k": 2}
+    for bad in (True, 2.0, "2"):  # a bool is an int to isinstance, but not a sample count
+        with pytest.raises(ValueError, match=f"^{name} must be an int, got {bad!r}$"):
+            pass_at_k(**{**good, name: bad})
+    with pytest.raises(ValueError, match="^k must be an int, got 1.0$"):
+        mean_pass_at_k([(4, 1)], (1.0,))
+
+
+def test_messages_name_the_bound():
+    with pytest.raises(ValueError, match=r"^n \(samples\) must be >= 1, got 0$"):
+        pass_at_k(0, 0, 1)
+    with pytest.raises(ValueError, match=r"^c \(correct samples\) must be in \[0, n=4\], got 5$"):
+        pass_at_k(4, 5, 1)
+    with pytest.raises(
+        ValueError, match=r"^k must be in \[1, n=4\] \(pass@k needs at least k samples\), got k=5$"
+    ):
+        pass_at_k(4, 1, 5)
+    with pytest.raises(ValueError, match="^num_samples has 2 entries for 1 num_correct entries$"):
+        estimate_pass_at_k([4, 4], [1], 1)

@@ -187,3 +187,239 @@ def test_suite_records_the_isolation(tmp_path):
     assert box["isolation"] == "bwrap" and box["uid"] == 65534
     assert box["unsafe_python_guard_only"] is False and box["weak_verdict_problems"] == []
     assert box["layers"][0].startswith("bubblewrap")
+
+
+def _res(status, stderr="", returncode=1):
+    return sandbox.SandboxResult(status, returncode, "", stderr, 0.0, "id")
+
+
+def test_build_program_is_human_evals_construction():
+    problem = {"prompt": "P\n", "test": "T", "entry_point": "f"}
+    assert verdict.build_program(problem, "    C") == "P\n    C\nT\ncheck(f)"
+
+
+def test_scrub_keeps_printable_ascii_and_redacts_the_longest_secret_first(monkeypatch):
+    monkeypatch.setenv("SCRUB_SHORT", "abcdefgh")  # 8 characters: a secret
+    monkeypatch.setenv("SCRUB_LONG", "abcdefghij")
+    monkeypatch.setenv("SCRUB_SEVEN", "zyxwvut")  # 7: not a secret
+    secrets = verdict._secrets()
+    assert "abcdefgh" in secrets and "abcdefghij" in secrets and "zyxwvut" not in secrets
+    assert [len(s) for s in secrets] == sorted((len(s) for s in secrets), reverse=True)
+    assert len(secrets) == len(set(secrets))
+    assert verdict.scrub("first\n  x abcdefghij y zyxwvut  \n \n") == "x [redacted] y zyxwvut"
+    assert verdict.scrub(" ~\x7f\x1f\té ") == "~????"  # strip, then non-printable -> ?
+    assert verdict.scrub("a" * 300, limit=5) == "aaaaa"
+    assert verdict.scrub("one line") == "one line" and verdict.scrub("\n\n") == ""
+
+
+def test_program_message_keeps_a_line_only_of_the_named_category():
+    assert verdict._program_message("KeyError", "x\nKeyError") == "failed: KeyError"
+    assert verdict._program_message("KeyError", "KeyError: 'a'") == "failed: KeyError: 'a'"
+    assert verdict._program_message("KeyError", "KeyErrors: a") == "failed: KeyError"
+    assert verdict._program_message("KeyError", "ValueError: KeyError:") == "failed: KeyError"
+
+
+def test_describe_a_sandbox_result():
+    assert verdict._describe(_res("passed", returncode=0)) == "passed"
+    assert verdict._describe(_res("timeout", "late")) == "timed out"
+    assert verdict._describe(_res("memory", "MemoryError")) == verdict.MEMORY
+    assert verdict.MEMORY == "failed: memory limit exceeded"
+    assert verdict._describe(_res("error", "no bwrap\nbwrap: missing")) == "error: bwrap: missing"
+    assert verdict._describe(_res("failed", "AssertionError")) == "failed: AssertionError"
+    assert verdict._describe(_res("failed", "", returncode=3)) == "failed: exit status 3"
+    assert verdict._describe(_res("error", "", returncode=-9)) == "error: exit status -9"
+
+
+def test_result_of_each_trusted_verdict():
+    def result(v, status="failed", stderr=""):
+        return verdict._result(v, _res(status, stderr))
+
+    def failed(category, **kw):
+        return {"status": "failed", "category": category, **kw}
+
+    t = "trusted"
+    assert result(None) == {"passed": False, "result": "timed out", "verdict": t}
+    assert result({"status": "passed"}) == {"passed": True, "result": "passed", "verdict": t}
+    broken = {"passed": False, "result": "error: the trusted checker failed", "verdict": t}
+    for v in ({"status": "weird"}, {"status": "failed"}, failed(3), {"category": "KeyError"}):
+        assert result(v) == broken
+    assert result(failed("exited")) == {"passed": False, "result": verdict.EXITED, "verdict": t}
+    assert verdict.EXITED == "failed: the program exited before its tests ran"
+    assert result(failed("exited"), "timeout")["result"] == "timed out"
+    assert result(failed("exited"), "memory")["result"] == verdict.MEMORY
+    assert result(failed("MemoryError", origin="tests"))["result"] == verdict.MEMORY
+    assert result(failed("KeyError"), "memory")["result"] == verdict.MEMORY
+    assert result(failed("unencodable"))["result"] == "failed: the result is not a plain value"
+    assert result(failed("malformed"))["result"] == "failed: the program's reply was malformed"
+    prog = failed("KeyError", origin="program")
+    assert result(prog, stderr="KeyError: 'k'")["result"] == "failed: KeyError: 'k'"
+    assert result(prog, stderr="other")["result"] == "failed: KeyError"
+    tests = failed("AssertionError", origin="tests")
+    assert result(tests, stderr="AssertionError: forged") == {
+        "passed": False,
+        "result": "failed: AssertionError",
+        "verdict": t,
+    }
+
+
+def test_weak_problems_are_keyed_on_id_entry_point_and_tests(monkeypatch):
+    monkeypatch.setattr(verdict, "_weak", set())
+    a = {"task_id": "B/1", "entry_point": "f", "test": "t", "prompt": "p"}
+    assert verdict._key(a) == json.dumps(["B/1", "f", "t"])
+    verdict._weak.add(verdict._key(a))
+    verdict._weak.add(verdict._key({"entry_point": "g", "test": "u"}))
+    verdict._weak.add(verdict._key({"task_id": "A/0", "entry_point": "g", "test": "u"}))
+    assert verdict.weak_problems() == ["?", "A/0", "B/1"]
+
+
+def test_read_verdict_bounds_and_decodes(monkeypatch):
+    import os
+    import threading
+    import time
+
+    class Proc:
+        waited = 0
+
+        def wait(self):
+            Proc.waited += 1
+
+    def read(data, *, close=True, wait=5.0):
+        r, w = os.pipe()
+        try:
+
+            def write():  # from a thread: more than a pipe's buffer may be written
+                if data:
+                    os.write(w, data)
+                if close:
+                    os.close(w)
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            got = verdict._read_verdict(r, Proc(), time.monotonic() + wait)
+            writer.join()
+            return got
+        finally:
+            os.close(r)
+            if not close:
+                os.close(w)
+
+    assert read(b'{"status": "passed"}\n') == {"status": "passed"} and Proc.waited == 1
+    assert read(b"[1, 2]") == {"status": "error"}
+    assert read(b"not json") == {"status": "error"}
+    assert read('{"s": "\u00e9"}'.encode()) == {"status": "error"}  # not ASCII
+    assert read(b"") == {"status": "error"}
+    assert read(b" " * 65536 + b"{}") == {"status": "error"}  # more than 64 KiB
+    assert read(b"{}", close=False, wait=0.2) is None  # no end of file before the deadline
+    assert read(b'{"a": 1}', wait=0.5) == {"a": 1}  # less than a second left is enough
+    big = json.dumps({"k": "x" * 6000}).encode()  # several reads
+    assert read(big) == {"k": "x" * 6000}
+    at_limit = b'{"k": "' + b"x" * (65536 - 9) + b'"}'
+    assert len(at_limit) == 65536 and read(at_limit) == {"k": "x" * (65536 - 9)}
+    over = b'{"k": "' + b"x" * (65537 - 9) + b'"}'
+    assert len(over) == 65537 and read(over) == {"status": "error"}
+    assert read(b"{}", wait=-1.0) is None
+
+
+def test_weak_check_passes_its_limits_on_and_needs_the_nonce(monkeypatch):
+    import re
+
+    calls = []
+
+    def fake_run(program, **kw):
+        calls.append(kw)
+        nonce = re.search(r"b'\\n([0-9a-f]{32})\\n'", program).group(1)
+        out = {"echo": f"x\n{nonce}\n", "silent": "x\n"}[mode]
+        return sandbox.SandboxResult(status, 0 if status == "passed" else 1, out, err, 0.1, "id")
+
+    monkeypatch.setattr(verdict, "run_program", fake_run)
+    problem = {"prompt": "def f(x):\n", "test": "def check(c):\n    pass\n", "entry_point": "f"}
+    args = (problem, "    return x\n", 2.5, 333, "none")
+    mode, status, err = "echo", "passed", ""
+    assert verdict._weak_check(*args) == {"passed": True, "result": "passed", "verdict": "weak"}
+    assert calls[-1] == {"timeout": 2.5, "memory_mb": 333, "isolation": "none"}
+    mode = "silent"  # exit status 0 without the nonce: it exited before check() returned
+    assert verdict._weak_check(*args) == {
+        "passed": False,
+        "result": "failed: the program exited before its tests ran",
+        "verdict": "weak",
+    }
+    mode, status, err = "silent", "failed", "Traceback\nAssertionError"
+    assert verdict._weak_check(*args) == {
+        "passed": False,
+        "result": "failed: AssertionError",
+        "verdict": "weak",
+    }
+
+
+def test_a_trusted_checker_that_hangs_is_killed_and_reaped(monkeypatch):
+    import os
+
+    started = []
+    popen = verdict.subprocess.Popen
+
+    def recording_popen(*a, **kw):
+        started.append(popen(*a, **kw))
+        started[-1].call = (a, kw)
+        return started[-1]
+
+    monkeypatch.setattr(verdict.subprocess, "Popen", recording_popen)
+    hangs = dict(TOY, test="def check(candidate):\n    while True:\n        pass\n")
+    r = verdict.check_program(hangs, "    return a + b\n", timeout=1.2, memory_mb=300)
+    assert r == {"passed": False, "result": "timed out", "verdict": "trusted"}
+    trusted = [p for p in started if p.args[1:4] == ["-I", "-S", "-B"]]  # not the sandbox's
+    assert len(trusted) == 1 and trusted[0].returncode == -9  # SIGKILL, and waited for
+    # an isolated interpreter (no site, no bytecode files) with a fixed, minimal environment,
+    # in its own session, without the caller's standard streams
+    (argv,), kw = trusted[0].call
+    assert argv[:5] == [sys.executable, "-I", "-S", "-B", "-c"] and len(argv) == 7
+    assert argv[5] == verdict._trusted() and argv[5].endswith("\nmain()\n")
+    cfg = json.loads(argv[6])
+    assert cfg["memory"] == 600 << 20 and cfg["cpu"] == 3  # 2 x memory_mb; ceil(timeout) + 1
+    assert (cfg["entry_point"], cfg["prompt"], cfg["test"]) == ("add", TOY["prompt"], hangs["test"])
+    assert cfg["site_packages"] == sandbox.site_package_dirs()
+    assert kw["env"] == {"PATH": os.defpath, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+    assert kw["stdin"] == kw["stdout"] == kw["stderr"] == verdict.subprocess.DEVNULL
+    assert kw["start_new_session"] is True
+    assert sorted(kw["pass_fds"]) == sorted(
+        (cfg["request_fd"], cfg["response_fd"], cfg["verdict_fd"])
+    )
+
+
+def test_check_program_defaults_a_sandbox_error_and_the_weak_cache(monkeypatch):
+    import os
+
+    calls = []
+
+    class FailedStart:
+        error = "setup\nbwrap: cannot set up the sandbox"
+        closed = False
+
+        def close(self):
+            FailedStart.closed = True
+
+    def fake_start(source, **kw):
+        calls.append((source, kw))
+        return FailedStart()
+
+    monkeypatch.setattr(verdict, "start_program", fake_start)
+    n_fds = len(os.listdir("/proc/self/fd"))
+    r = verdict.check_program(TOY, "    return a + b\n")
+    assert r == {
+        "passed": False,
+        "result": "error: bwrap: cannot set up the sandbox",
+        "verdict": "trusted",
+    }
+    assert FailedStart.closed and len(os.listdir("/proc/self/fd")) == n_fds  # pipes closed
+    source, kw = calls[-1]
+    assert source == TOY["prompt"] + "    return a + b\n\n"
+    assert (kw["timeout"], kw["memory_mb"], kw["isolation"]) == (3.0, 1024, "auto")
+    assert kw["serve"]["entry_point"] == "add" and kw["serve"]["request_fd"] == 0
+    verdict.check_program(TOY, "", timeout=1.5, memory_mb=64, isolation="none")
+    assert (calls[-1][1]["timeout"], calls[-1][1]["memory_mb"]) == (1.5, 64)
+    assert calls[-1][1]["isolation"] == "none"
+    # a problem already found weak goes to the single-program run directly
+    weak_calls = []
+    monkeypatch.setattr(verdict, "_weak", {verdict._key(TOY)})
+    monkeypatch.setattr(verdict, "_weak_check", lambda *a: weak_calls.append(a) or {"w": 1})
+    assert verdict.check_program(TOY, "    pass\n", timeout=2.0) == {"w": 1}
+    assert weak_calls == [(TOY, "    pass\n", 2.0, 1024, "auto")]

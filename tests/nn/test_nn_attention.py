@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.testing import assert_close
 
 import complexformer.nn as cnn
@@ -250,3 +251,225 @@ def test_nn_zero_scores_have_finite_gradients(score):
         out, _ = CF.scaled_dot_product_attention(q, k, v, score=score, need_weights=need_weights)
         g = torch.autograd.grad(out.abs().sum(), (q, k, v))
         assert all(torch.isfinite(torch.view_as_real(t)).all() for t in g)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_nn_modulus_attention_in_buffers_equals_the_formula(masked):
+    """The inference path of CF.modulus_attention (every step in caller-supplied buffers)
+    gives softmax(|S| + bias)·V and the weights of the explicit formula; it refuses autograd."""
+    b, h, t_q, t_k, d = 2, 3, 4, 5, 6
+    q, k, v = (
+        _crandn(b, h, t_q, d, seed=31),
+        _crandn(b, h, t_k, d, seed=32),
+        _crandn(b, h, t_k, 3, seed=33),
+    )
+    s = q @ k.conj().transpose(-2, -1) / math.sqrt(d)
+    bias = None
+    if masked:
+        bias = torch.randn(
+            b, 1, t_q, t_k, dtype=torch.float64, generator=torch.Generator().manual_seed(34)
+        )
+        bias[0, 0, 1, :] = float("-inf")  # a row with every key masked: zero weights
+        bias[1, 0, 2, :3] = float("-inf")
+    z = s.abs() + (0 if bias is None else bias)
+    ok = torch.isfinite(z).any(-1, keepdim=True)
+    w_ref = torch.softmax(torch.where(ok, z, 0), -1) * ok
+    out_ref = w_ref.to(v.dtype) @ v
+    # [Re | Im] features: rows [Qr, Qi] and [Qi, -Qr] give Re S and Im S against [Kr, Ki]
+    qs = q / math.sqrt(d)
+    qq = torch.stack((torch.cat((qs.real, qs.imag), -1), torch.cat((qs.imag, -qs.real), -1)), 2)
+    kr = torch.cat((k.real, k.imag), -1)
+    vr = torch.cat((v.real, v.imag), -1)
+    buffers = (
+        torch.empty(b, h, 2, t_q, t_k, dtype=torch.float64),
+        torch.empty(b, h, t_q, t_k, dtype=torch.float64),
+        torch.empty(b, h, t_q, 6, dtype=torch.float64),
+    )
+    with torch.no_grad():
+        out, w = CF.modulus_attention(qq, kr, vr, bias, 0.0, buffers)
+    assert_close(w, w_ref)
+    assert_close(torch.complex(out[..., :3], out[..., 3:]), out_ref)
+    assert out.data_ptr() == buffers[2].data_ptr()
+    if bias is None:  # in place (with a bias the masked softmax is a new tensor)
+        assert w.data_ptr() == buffers[1].data_ptr()
+    out2, w2 = CF.modulus_attention(qq, kr, vr, bias)  # the autograd path, same numbers
+    assert_close(out2, out)
+    assert_close(w2, w)
+    with pytest.raises(ValueError, match="^modulus_attention: buffers are for inference only"):
+        CF.modulus_attention(qq.requires_grad_(), kr, vr, bias, 0.0, buffers)
+
+
+def test_nn_complex_softmax_each_score_with_a_bias_and_real_logits():
+    """complex_softmax against the four formulas written out, with an additive bias that masks
+    some keys and every key of one row (zero weights there, not NaN), for complex128,
+    complex64 and real logits (lifted: Im = 0), and a zero logit (phase: weight 0)."""
+    s = _crandn(2, 3, 4, 5, seed=41)
+    s[0, 0, 0, 1] = 0  # S = 0: the phase weight is 0 there
+    bias = torch.zeros(2, 1, 4, 5, dtype=torch.float64)
+    bias[0, 0, 2, :] = float("-inf")
+    bias[1, 0, 1, ::2] = float("-inf")
+    ok = torch.isfinite(bias).any(-1, keepdim=True)
+
+    def sm(z, b=None):
+        z = z if b is None else z + b
+        return torch.softmax(torch.where(ok, z, 0) if b is not None else z, -1) * (
+            ok if b is not None else 1
+        )
+
+    def phase(z, b=None):
+        a = sm(z.abs(), b)
+        return torch.where(z == 0, 0, a * z / torch.where(z == 0, 1, z.abs()))
+
+    want = {
+        "real": lambda z, b=None: sm(z.real, b),
+        "modulus": lambda z, b=None: sm(z.abs(), b),
+        "split": lambda z, b=None: torch.complex(sm(z.real, b), sm(z.imag, b)),
+        "phase": phase,
+    }
+    for score, f in want.items():
+        for b in (None, bias):
+            got = CF.complex_softmax(s, score, b)
+            assert_close(got, f(s, b), msg=score)
+            assert got.is_complex() == (score in ("split", "phase"))
+            if b is not None:
+                assert torch.isfinite(torch.view_as_real(got) if got.is_complex() else got).all()
+                assert (got[0, :, 2] == 0).all()
+        got32 = CF.complex_softmax(s.to(torch.complex64), score, bias.float())
+        assert got32.dtype in (torch.float32, torch.complex64)
+        assert_close(got32, f(s, bias).to(got32.dtype), atol=1e-6, rtol=1e-5)
+        r = s.real
+        got_r = CF.complex_softmax(r, score)  # a real input is lifted (Im = 0)
+        assert got_r.dtype in (torch.float64, torch.complex128)
+        assert_close(got_r, f(torch.complex(r, torch.zeros_like(r))))
+        assert CF.complex_softmax(r.float(), score).dtype in (torch.float32, torch.complex64)
+    with pytest.raises(ValueError, match="score"):
+        CF.complex_softmax(s, "modulo")
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_nn_sdpa_causal_offsets_scale_and_bias_against_the_formula(score):
+    """Every score, fused or not, with and without need_weights: causal masks at every query
+    offset (one decoding query at each key position, and a block of queries), the default
+    offset 0, a custom scale, and an additive bias, against S = scale·Q·Kᴴ written out."""
+    b, h, t_k, d = 2, 2, 7, 4
+    k, v = _crandn(b, h, t_k, d, seed=51), _crandn(b, h, t_k, 3, seed=52)
+    bias = torch.randn(
+        b, 1, 1, t_k, dtype=torch.float64, generator=torch.Generator().manual_seed(53)
+    )
+
+    def explicit(q, allowed, scale, add=None):
+        s = q @ k.conj().transpose(-2, -1) * scale
+        ninf = float("-inf")
+
+        def sm(z):
+            z = z if add is None else z + add
+            return torch.softmax(z.masked_fill(~allowed, ninf), -1)
+
+        w = {
+            "real": lambda: sm(s.real),
+            "modulus": lambda: sm(s.abs()),
+            "split": lambda: torch.complex(sm(s.real), sm(s.imag)),
+            "phase": lambda: sm(s.abs()) * s / s.abs(),
+        }[score]()
+        return w.to(v.dtype) @ v
+
+    for need in (False, True):
+        for t_q, off in [(1, o) for o in range(t_k)] + [(3, 2), (3, 4)]:
+            q = _crandn(b, h, t_q, d, seed=54 + off)
+            allowed = torch.arange(t_k)[None, :] <= torch.arange(off, off + t_q)[:, None]
+            out, _ = CF.scaled_dot_product_attention(
+                q, k, v, score=score, is_causal=True, q_offset=off, need_weights=need
+            )
+            assert_close(out, explicit(q, allowed, d**-0.5), msg=f"{t_q} {off} {need}")
+        q = _crandn(b, h, 3, d, seed=60)
+        first = torch.arange(t_k)[None, :] <= torch.arange(3)[:, None]  # default q_offset 0
+        out, _ = CF.scaled_dot_product_attention(
+            q, k, v, score=score, is_causal=True, need_weights=need
+        )
+        assert_close(out, explicit(q, first, d**-0.5))
+        everything = torch.ones(3, t_k, dtype=torch.bool)
+        out, _ = CF.scaled_dot_product_attention(
+            q, k, v, score=score, scale=0.37, need_weights=need
+        )
+        assert_close(out, explicit(q, everything, 0.37))
+        out, _ = CF.scaled_dot_product_attention(
+            q, k, v, score=score, bias=bias, scale=0.37, need_weights=need
+        )
+        assert_close(out, explicit(q, everything, 0.37, bias))
+    with pytest.raises(
+        ValueError, match=r"^scaled_dot_product_attention: unknown score 'x'; allowed: 'real', "
+    ):
+        CF.scaled_dot_product_attention(k, k, v, score="x")
+
+
+def test_nn_modulus_attention_dropout_dtype_and_buffers():
+    """Dropout on the weights (the same draws as F.dropout on the formula's weights), weights
+    cast to V's dtype, and the scores left in the caller's buffer."""
+    b, h, t_q, t_k, f = 1, 2, 3, 4, 6
+    g = torch.Generator().manual_seed(61)
+    qq = torch.randn(b, h, 2, t_q, f, generator=g)
+    k = torch.randn(b, h, t_k, f, generator=g)
+    v = torch.randn(b, h, t_k, 5, generator=g, dtype=torch.float64)
+    ri = torch.stack((qq[:, :, 0] @ k.transpose(-2, -1), qq[:, :, 1] @ k.transpose(-2, -1)), 2)
+    w_ref = torch.softmax(torch.sqrt(ri[:, :, 0] ** 2 + ri[:, :, 1] ** 2), -1)
+    for p in (0.3, 1.0):
+        torch.manual_seed(62)
+        out, w = CF.modulus_attention(qq, k, v, None, p)
+        torch.manual_seed(62)
+        want = F.dropout(w_ref, p).double() @ v
+        assert out.dtype == torch.float64
+        assert_close(w, w_ref)
+        assert_close(out, want, atol=1e-5, rtol=1e-5)  # float32 weights
+        assert not torch.equal(out, w_ref.double() @ v)
+    buffers = (
+        torch.empty(b, h, 2, t_q, t_k),
+        torch.empty(b, h, t_q, t_k),
+        torch.empty(b, h, t_q, 5),
+    )
+    with torch.no_grad():
+        CF.modulus_attention(qq, k, v.float(), None, 0.0, buffers)
+    assert_close(buffers[0], ri)  # (Re S, Im S) were computed in the caller's buffer
+    with torch.no_grad():  # dropout in the buffers too: the draws of F.dropout
+        torch.manual_seed(63)
+        out, _ = CF.modulus_attention(qq, k, v.float(), None, 0.3, buffers)
+    torch.manual_seed(63)
+    assert_close(out, F.dropout(w_ref, 0.3) @ v.float(), atol=1e-6, rtol=1e-5)
+    with pytest.raises(
+        ValueError, match=r"^complex_softmax: unknown score 'modulo'; allowed: 'real'"
+    ):
+        CF.complex_softmax(ri, "modulo")
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_nn_sdpa_dropout_and_mixed_dtypes_on_the_explicit_paths(score):
+    """Dropout on the weights of every explicit path: the draws of F.dropout for the real
+    weights ("real", "modulus"); p = 1 drops everything, for every score. complex64 inputs
+    with a float64 bias give the complex64 output."""
+    q, k, v = (
+        _crandn(1, 2, 3, 4, seed=71),
+        _crandn(1, 2, 5, 4, seed=72),
+        _crandn(1, 2, 5, 3, seed=73),
+    )
+    _, w = CF.scaled_dot_product_attention(q, k, v, score=score, need_weights=True)
+    if score in ("real", "modulus"):
+        for need in (True, False) if score == "modulus" else (True,):
+            torch.manual_seed(74)
+            out, _ = CF.scaled_dot_product_attention(
+                q, k, v, score=score, dropout_p=0.3, need_weights=need
+            )
+            torch.manual_seed(74)
+            assert_close(out, F.dropout(w, 0.3).to(v.dtype) @ v)
+    for need in (True, False):
+        out, _ = CF.scaled_dot_product_attention(
+            q, k, v, score=score, dropout_p=1.0, need_weights=need
+        )
+        assert torch.equal(out, torch.zeros_like(out))
+    bias = torch.zeros(1, 1, 3, 5, dtype=torch.float64)
+    q32, k32, v32 = (t.to(torch.complex64) for t in (q, k, v))
+    for need in (True, False):
+        out, _ = CF.scaled_dot_product_attention(
+            q32, k32, v32, score=score, bias=bias, need_weights=need
+        )
+        ref, _ = CF.scaled_dot_product_attention(q, k, v, score=score, bias=bias, need_weights=need)
+        assert out.dtype == torch.complex64
+        assert_close(out, ref.to(torch.complex64), atol=1e-5, rtol=1e-5)
