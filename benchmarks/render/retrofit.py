@@ -13,7 +13,7 @@ from .targets import target_lines
 LABELS = {
     "original": "original (RoPE)",
     "converted": "converted (to_cmha, δ = 1, b = 0)",
-    "original_norms": "original, training RMSNorm gains (the norms control)",
+    "original_norms": "original, training RMSNorm gains (norms control)",
     "converted_adaptation": "converted, training δ and b",
 }
 HEADERS = ("what", "model", "shape", "trainable", "time (ms)", "tokens/s", "vs original")
