@@ -158,8 +158,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
         prompt = args.prompt
     else:
         prompt = run_prompt(args.ckpt)
+    from .retrofit.evaluate import is_retrofit
+
     sampling = (args.max_new_tokens, args.temperature, args.top_p, args.top_k)
-    if _is_retrofit(args.ckpt):
+    if is_retrofit(args.ckpt):
         from .retrofit.evaluate import retrofit_generate
         from .retrofit.io import load_adaptation
 
@@ -225,21 +227,15 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _is_retrofit(path: str) -> bool:
-    """An adaptation directory of ``complexformer retrofit`` (or its run)."""
-    return (Path(path) / "adaptation_config.json").is_file() or (
-        Path(path) / "model" / "adaptation_config.json"
-    ).is_file()
-
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate``: the suites of :mod:`complexformer.evaluation`, or the perplexity of a
     retrofit adaptation (:mod:`complexformer.retrofit`) when ``--ckpt`` is one."""
-    if not any(_is_retrofit(c) for c in args.ckpt):
+    from .retrofit.evaluate import is_retrofit, retrofit_perplexity
+
+    if not any(is_retrofit(c) for c in args.ckpt):
         from .evaluation.cli import cmd_evaluate as evaluate_runs
 
         return evaluate_runs(args)
-    from .retrofit.evaluate import retrofit_perplexity
 
     suites = list(dict.fromkeys(args.suite or ["ppl"]))
     if suites != ["ppl"] or len(args.ckpt) > 1:

@@ -12,6 +12,7 @@ import torch
 
 from .._runtime import eval_mode
 from ..data import load_corpus, load_token_splits
+from ..data.splits import CHUNK_CHARS
 from ..training.evaluate import evaluate_perplexity
 from .io import find_adaptation_dir, load_adaptation
 from .task import wrap_tokenizer
@@ -60,9 +61,15 @@ def retrofit_perplexity(
     )[split]
     block = (seq_len or cfg.seq_len) - 1
     if len(tokens) < block + 1:
+        why = (
+            f"; a corpus of few documents is cut into chunks of {CHUNK_CHARS // 1024} KiB and "
+            "needs at least three of them for train, validation and test"
+            if len(tokens) == 0
+            else ""
+        )
         raise ValueError(
             f"the {split} split of {spec!r} has {len(tokens)} tokens, fewer than one block of "
-            f"{block + 1}; use a larger corpus, another --split or a smaller seq_len"
+            f"{block + 1}{why}; use a larger corpus, another --split or a smaller seq_len"
         )
     res = evaluate_perplexity(model, tokens, block, batch_size, max_blocks=max_blocks)
     return {"split": split, "data": spec, **res}

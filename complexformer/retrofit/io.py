@@ -45,12 +45,13 @@ FORMAT = "complexformer-cmha-adaptation"
 VERSION = 1
 
 
-def adaptation_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
-    """δ and b of every converted layer plus every trainable parameter, by name (CPU copies)."""
+def adaptation_tensors(model: nn.Module, adaptation: bool = True) -> dict[str, torch.Tensor]:
+    """Every trainable parameter, plus δ and b of every converted layer when ``adaptation``
+    (also when frozen), by name (CPU copies)."""
     out = {}
     for name, p in model.named_parameters():
         leaf = name.rsplit(".", 1)[-1]
-        if p.requires_grad or leaf in ("cmha_delta", "cmha_bias"):
+        if p.requires_grad or (adaptation and leaf in ("cmha_delta", "cmha_bias")):
             out[name] = p.detach().to("cpu").contiguous().clone()
     return out
 

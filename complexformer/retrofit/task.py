@@ -24,7 +24,7 @@ from ..training.dist import rank0_first
 from ..training.task import StepLoss, TrainTask
 from .build import load_base, prepare_model
 from .config import RetrofitConfig
-from .io import load_adaptation_tensors, save_adaptation
+from .io import adaptation_tensors, load_adaptation_tensors, save_adaptation
 
 __all__ = ["RetrofitTask", "wrap_tokenizer"]
 
@@ -108,11 +108,7 @@ class RetrofitTask(TrainTask):
         save_adaptation(model, directory, self.cfg, self.hf_tokenizer)
 
     def checkpoint_tensors(self, model: nn.Module) -> dict[str, torch.Tensor]:
-        return {
-            n: p.detach().to("cpu").contiguous().clone()
-            for n, p in model.named_parameters()
-            if p.requires_grad
-        }
+        return adaptation_tensors(model, adaptation=False)  # the trained tensors only
 
     def load_checkpoint_into(self, model: nn.Module, ckpt: Any) -> None:
         f = Path(ckpt.path) / MODEL_FILE

@@ -187,6 +187,11 @@ def test_command_line_retrofit_generate_evaluate(base_dir, corpus, tmp_path, cap
     res = json.loads(printed[printed.index("{") :])
     assert res["split"] == "val" and res["data"] == corpus
     assert res["loss"] == pytest.approx(summary["val_loss"], rel=0, abs=1e-5)
+    single = tmp_path / "one.txt"  # one short text file: no test split under the chunk rule
+    single.write_text("the cat sat on the mat and the dog ran home.\n" * 600)
+    assert main(["evaluate", "--ckpt", str(out), "--data", f"text:{single}", "--split",
+                 "test"]) == 2  # fmt: skip
+    assert "cut into chunks of 32 KiB" in capsys.readouterr().err
     assert main(["evaluate", "--ckpt", str(out), "--suite", "text"]) == 2
     assert "--suite ppl" in capsys.readouterr().err
     with pytest.raises(SystemExit):
