@@ -473,3 +473,30 @@ def test_nn_sdpa_dropout_and_mixed_dtypes_on_the_explicit_paths(score):
         ref, _ = CF.scaled_dot_product_attention(q, k, v, score=score, bias=bias, need_weights=need)
         assert out.dtype == torch.complex64
         assert_close(out, ref.to(torch.complex64), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_nn_sdpa_causal_mask_is_made_on_the_inputs_device(score, monkeypatch):
+    """The explicit paths' causal mask and its bias are made on q's device: on the meta
+    device (a stand-in for an accelerator) a CPU bias cannot be added to the scores, and the
+    mask itself is checked where it is made (a CPU mask passed to a meta tensor's
+    masked_fill_ raises no error there, while a GPU's would)."""
+    made = []
+    original = CF.causal_mask
+
+    def recording_mask(*a, **kw):
+        made.append(original(*a, **kw))
+        return made[-1]
+
+    monkeypatch.setattr(CF, "causal_mask", recording_mask)
+    meta = torch.device("meta")
+    q = torch.zeros(1, 2, 3, 4, dtype=torch.complex64, device=meta)
+    k = torch.zeros(1, 2, 5, 4, dtype=torch.complex64, device=meta)
+    v = torch.zeros(1, 2, 5, 6, dtype=torch.complex64, device=meta)
+    for bias in (None, torch.zeros(1, 1, 3, 5, device=meta)):
+        out, w = CF.scaled_dot_product_attention(
+            q, k, v, score=score, is_causal=True, q_offset=1, bias=bias, need_weights=True
+        )
+        assert out.device == meta and out.shape == (1, 2, 3, 6)
+        assert w.device == meta and w.shape == (1, 2, 3, 5)
+    assert len(made) == 2 and all(m.device == meta and m.shape == (3, 5) for m in made)
