@@ -423,3 +423,39 @@ def test_check_program_defaults_a_sandbox_error_and_the_weak_cache(monkeypatch):
     monkeypatch.setattr(verdict, "_weak_check", lambda *a: weak_calls.append(a) or {"w": 1})
     assert verdict.check_program(TOY, "    pass\n", timeout=2.0) == {"w": 1}
     assert weak_calls == [(TOY, "    pass\n", 2.0, 1024, "auto")]
+
+
+def test_a_program_that_ignores_the_end_of_its_requests_gets_a_short_grace(monkeypatch):
+    """After the trusted verdict the program sees end of file on its requests; one that does
+    not exit then (here its exit is replaced by a sleep) is killed after a grace of 0.2 s,
+    not at the check's timeout (20 s here). The verdict stays the trusted one."""
+    import time
+
+    finished = []
+    start = verdict.start_program
+
+    def timed_start(*a, **kw):
+        run = start(*a, **kw)
+        finish = run.finish
+
+        def timed_finish(timeout, *fa, **fkw):
+            t = time.monotonic()
+            res = finish(timeout, *fa, **fkw)
+            finished.append((time.monotonic() - t, res))
+            return res
+
+        run.finish = timed_finish
+        return run
+
+    monkeypatch.setattr(verdict, "start_program", timed_start)
+    ignores = "    return a + b\nimport os, time\nos._exit = lambda code: time.sleep(60)\n"
+    t = time.monotonic()
+    r = verdict.check_program(TOY, ignores, timeout=20.0, memory_mb=300)
+    elapsed = time.monotonic() - t
+    assert r == {"passed": True, "result": "passed", "verdict": "trusted"}
+    assert elapsed < 10.0  # generous: the timeout is 20 s
+    ((wait, res),) = finished
+    assert res.status == "timeout"  # it did not exit: killed at the end of the grace
+    # the grace is 0.2 s after the verdict (the sandbox started a few ms after the check);
+    # 0.8 s leaves room for a slow machine and still tells it from a grace of 1.2 s
+    assert 0.15 < wait < 0.8
