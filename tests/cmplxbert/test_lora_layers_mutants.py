@@ -1,0 +1,163 @@
+"""Complex LoRA layers: cases the mutation run found untested (docs/testing.md).
+
+Each test checks numbers against y = (W + s·A·Bᴴ)·x + (b + b_c), or the table E + s·A·Bᴴ,
+written with complex float64 tensors: the planar rows of the embedding for a rank of one,
+1-D and 3-D indices and adapters wider than the base; the inference path of
+planar_lora_linear with inputs of another dtype than the layers, a lone rank-0 layer and
+two distinct ranks; its weights made on the input's device; the layers' repr.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+from complexformer.cmplxbert import ComplexLoRAEmbedding, ComplexLoRALinear, planar
+
+
+def _randomise(layer, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in (layer.lora_A, layer.lora_B, getattr(layer, "bias_c", None)):
+            if p is not None:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g, dtype=torch.float64))
+
+
+def _reference(layer, z):
+    """(W + s·A·Bᴴ)·z + b + b_c in complex float64."""
+    w = layer.base_layer.weight.detach().to(torch.complex128)
+    if layer.r > 0:
+        a = torch.view_as_complex(layer.lora_A.detach().double())
+        b = torch.view_as_complex(layer.lora_B.detach().double())
+        w = w + layer.scaling * a @ b.conj().T
+    y = z.to(torch.complex128) @ w.T
+    if layer.base_layer.bias is not None:
+        y = y + layer.base_layer.bias.detach().double()
+    if layer.bias_c is not None:
+        y = y + torch.view_as_complex(layer.bias_c.detach().double())
+    return y
+
+
+def _rows(z):
+    """complex (..., n) -> planar rows (..., 2, n)."""
+    return torch.stack((z.real, z.imag), -2)
+
+
+def _layers(ranks, n_in=6, dtype=torch.float32):
+    layers = []
+    for i, r in enumerate(ranks):
+        torch.manual_seed(20 + i)
+        base = nn.Linear(n_in, 3 + i, bias=i != 1)
+        m = ComplexLoRALinear(base, r=r, alpha=1.5 * (r or 1), complex_bias=i != 2)
+        if r:
+            _randomise(m, seed=30 + i)
+        elif m.bias_c is not None:
+            with torch.no_grad():
+                m.bias_c.copy_(
+                    torch.randn(m.bias_c.shape, generator=torch.Generator().manual_seed(i))
+                )
+        layers.append(m.to(dtype))
+    return layers
+
+
+def _input(n_in=6, seed=5):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(2, 3, n_in, dtype=torch.complex128, generator=g)
+
+
+def test_linear_extra_repr_names_every_setting():
+    layer = ComplexLoRALinear(nn.Linear(3, 4), r=2, alpha=3.0)
+    assert layer.extra_repr() == (
+        "in_features=3, out_features=4, r=2, alpha=3, init='zero_b', merged=False, "
+        "complex_bias=True"
+    )
+    bare = ComplexLoRALinear(nn.Linear(3, 4), r=0, complex_bias=False, init="zero_a")
+    assert bare.extra_repr().endswith("init='zero_a', merged=False, complex_bias=False")
+
+
+def _naive_table(layer):
+    e = layer.base_layer.weight.detach().to(torch.complex128)
+    a = torch.view_as_complex(layer.lora_A.detach().double())
+    b = torch.view_as_complex(layer.lora_B.detach().double())
+    return e + layer.scaling * a @ b.conj().T
+
+
+def test_embedding_planar_forward_rank_one_and_any_index_shape():
+    """Rank 1 has an adapter; 1-D and 3-D indices (where dimension 2 is not dimension -2 of
+    the merged rows) give (..., 2, dim) rows, merged and unmerged."""
+    torch.manual_seed(3)
+    layer = ComplexLoRAEmbedding(nn.Embedding(9, 5, padding_idx=0), r=1, alpha=2.0)
+    _randomise(layer, seed=6)
+    table = _naive_table(layer)
+    for idx in (torch.tensor([3, 0, 8, 3]), torch.tensor([[[1, 2], [7, 0]], [[4, 4], [5, 6]]])):
+        want = _rows(table[idx])
+        for merged in (False, True):
+            if merged:
+                layer.merge()
+            rows = layer.planar_forward(idx)
+            assert rows.shape == idx.shape + (2, 5) and rows.dtype == torch.float32
+            assert_close(rows.double(), want, atol=1e-6, rtol=1e-6)
+            layer.unmerge()
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_embedding_planar_forward_in_the_base_dtype(grad):
+    """Adapters kept wider (float64) than the frozen base (float32): the rows are in the
+    base's dtype, the adapter part cast to it."""
+    torch.manual_seed(4)
+    layer = ComplexLoRAEmbedding(nn.Embedding(7, 4), r=2, alpha=3.0).double()
+    layer.base_layer.float()
+    _randomise(layer, seed=8)
+    idx = torch.tensor([[1, 6, 2], [0, 0, 5]])
+    with torch.set_grad_enabled(grad):
+        rows = layer.planar_forward(idx)
+    assert rows.dtype == torch.float32 and rows.shape == (2, 3, 2, 4)
+    assert_close(rows.double(), _rows(_naive_table(layer)[idx]), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "x_dtype,layer_dtype", [(torch.float64, torch.float32), (torch.float32, torch.float64)]
+)
+def test_planar_inference_casts_the_weights_to_the_input_dtype(x_dtype, layer_dtype):
+    """Without autograd, layers of one dtype on planar rows of another: the result is in the
+    input's dtype and equals the formula (the layers' parameters cast to it)."""
+    layers = _layers((2, 0, 1), dtype=layer_dtype)
+    z = _input()
+    x = _rows(z).to(x_dtype)
+    with torch.no_grad():
+        y = planar.planar_lora_linear(layers, x)
+    assert y.dtype == x_dtype and y.shape == (2, 3, 2, 3 + 4 + 5)
+    want = _rows(torch.cat([_reference(m, x[..., 0, :] + 1j * x[..., 1, :]) for m in layers], -1))
+    tol = 1e-12 if x_dtype == torch.float64 else 1e-5
+    assert_close(y.double(), want, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("ranks", [(0,), (3,), (2, 1), (1, 2, 2), (0, 0)])
+def test_planar_inference_of_one_layer_and_of_two_distinct_ranks(ranks):
+    """A lone layer (rank 0: the base weight alone; rank 3) and groups with two distinct
+    ranks (built one layer at a time) equal the formula, in float64."""
+    layers = _layers(ranks, dtype=torch.float64)
+    z = _input(seed=len(ranks))
+    with torch.no_grad():
+        y = planar.planar_lora_linear(layers, _rows(z))
+    want = _rows(torch.cat([_reference(m, z) for m in layers], -1))
+    assert_close(y, want, atol=1e-12, rtol=1e-12)
+
+
+def test_planar_inference_weights_are_made_on_the_input_device():
+    """The meta device stands in for an accelerator: the extended weight, the blocks and
+    the identity of the bias columns are made on the input's device (a CPU identity would
+    be copied to the device at every call)."""
+    meta = torch.device("meta")
+    layers = [m.to(meta) for m in _layers((2, 0, 1))]
+    x = torch.zeros(2, 3, 2, 6, device=meta)
+    with torch.no_grad():
+        y = planar.planar_lora_linear(layers, x)
+    assert y.device == meta and y.shape == (2, 3, 2, 12)
+    w, blocks, eye = layers[0]._planar_cache["inference"][1]
+    assert w.device == meta and eye.device == meta and eye.dtype == torch.float32
+    assert all(blk[4].device == meta for blk in blocks)
+    w, blocks, eye = planar._ext_weights(layers, torch.float64, meta)
+    assert eye.device == meta and eye.dtype == torch.float64 and eye.shape == (2, 1, 2)
