@@ -161,3 +161,31 @@ def test_planar_inference_weights_are_made_on_the_input_device():
     assert all(blk[4].device == meta for blk in blocks)
     w, blocks, eye = planar._ext_weights(layers, torch.float64, meta)
     assert eye.device == meta and eye.dtype == torch.float64 and eye.shape == (2, 1, 2)
+
+
+def test_embedding_forward_masks_the_padding_row_of_a():
+    """The complex forward (not only planar_forward) gives A's padding row no gradient,
+    and the other rows theirs: E + s·A·Bᴴ looked up, then the gradient of a fixed linear
+    function of the output."""
+    torch.manual_seed(5)
+    layer = ComplexLoRAEmbedding(nn.Embedding(8, 4, padding_idx=3), r=2, alpha=5.0)
+    _randomise(layer, seed=9)
+    idx = torch.tensor([[3, 1, 3], [6, 1, 0]])
+    y = layer(idx)
+    assert_close(y.to(torch.complex128), _naive_table(layer)[idx], atol=1e-6, rtol=1e-6)
+    g = torch.randn(y.shape, dtype=y.dtype, generator=torch.Generator().manual_seed(3))
+    (y * g).real.sum().backward()
+    assert torch.equal(layer.lora_A.grad[3], torch.zeros(2, 2))
+    assert all(layer.lora_A.grad[i].abs().sum() > 0 for i in (0, 1, 6))
+
+
+def test_embedding_rank_zero_names_a_table_it_cannot_lift():
+    """A rank-0 wrapper lifts the base lookup to complex; an integer table cannot be, and
+    the message names the layer and the embedding."""
+    base = nn.Embedding.from_pretrained(torch.arange(6).view(3, 2))
+    with pytest.raises(ValueError) as err:
+        ComplexLoRAEmbedding(base, r=0)(torch.tensor([0, 2]))
+    assert str(err.value) == (
+        "ComplexLoRAEmbedding: embedding must be a complex (complex64/complex128) or real "
+        "floating tensor, got dtype torch.int64"
+    )
