@@ -189,3 +189,54 @@ def test_embedding_rank_zero_names_a_table_it_cannot_lift():
         "ComplexLoRAEmbedding: embedding must be a complex (complex64/complex128) or real "
         "floating tensor, got dtype torch.int64"
     )
+
+
+def test_defaults_of_both_layers():
+    """r = 8, alpha = r (s = 1), no dropout, B = 0 at init, a complex bias on the linear."""
+    lin = ComplexLoRALinear(nn.Linear(5, 3))
+    assert (lin.r, lin.alpha, lin.scaling, lin.dropout, lin.init) == (8, 8.0, 1.0, 0.0, "zero_b")
+    assert lin.lora_A.shape == (3, 8, 2) and lin.lora_B.shape == (5, 8, 2)
+    assert lin.bias_c.shape == (3, 2) and not lin.merged
+    emb = ComplexLoRAEmbedding(nn.Embedding(6, 4))
+    assert (emb.r, emb.alpha, emb.scaling, emb.init) == (8, 8.0, 1.0, "zero_b")
+    assert emb.lora_A.shape == (6, 8, 2) and emb.lora_B.shape == (4, 8, 2)
+    assert emb.bias_c is None and torch.equal(emb.lora_B, torch.zeros(4, 8, 2))
+
+
+@pytest.mark.parametrize("kind", ["linear", "embedding"])
+def test_constructor_messages_name_the_layer(kind):
+    """Every check of the arguments, with the layer's name and the value in the message."""
+    cls = ComplexLoRALinear if kind == "linear" else ComplexLoRAEmbedding
+    where = cls.__name__
+    base = nn.Linear(3, 4) if kind == "linear" else nn.Embedding(3, 4)
+    other = nn.Embedding(3, 4) if kind == "linear" else nn.Linear(3, 4)
+    want = (
+        "torch.nn.Linear, got Embedding" if kind == "linear" else "torch.nn.Embedding, got Linear"
+    )
+    cases = [
+        ((other,), {}, f"{where}: base_layer must be a {want}"),
+        ((base,), {"r": -1}, f"{where}: r must be an integer >= 0 (0 = no adapter), got -1"),
+        ((base,), {"r": True}, f"{where}: r must be an integer >= 0 (0 = no adapter), got True"),
+        ((base,), {"r": 2.0}, f"{where}: r must be an integer >= 0 (0 = no adapter), got 2.0"),
+        ((base,), {"alpha": 0.0}, f"{where}: alpha must be > 0 or None, got 0.0"),
+        ((base,), {"alpha": -1}, f"{where}: alpha must be > 0 or None, got -1"),
+        (
+            (base,),
+            {"init": "zeros"},
+            f"{where}: unknown init 'zeros'; allowed: 'zero_b', 'zero_a'",
+        ),
+    ]
+    if kind == "linear":
+        cases += [
+            ((base,), {"dropout": 1.0}, f"{where}: dropout must be in [0, 1), got 1.0"),
+            ((base,), {"dropout": -0.1}, f"{where}: dropout must be in [0, 1), got -0.1"),
+        ]
+    for args, kw, message in cases:
+        with pytest.raises(ValueError) as err:
+            cls(*args, **kw)
+        assert str(err.value) == message
+    # the bounds themselves are allowed
+    cls(base, r=0)
+    cls(base, r=1, alpha=1e-9)
+    if kind == "linear":
+        assert cls(base, dropout=0.0).dropout == 0.0 and cls(base, dropout=0.99).dropout == 0.99
