@@ -233,7 +233,7 @@ class MLMTask(TrainTask):
         ids = self._wrap(batch)
         ids, labels = self._mask(ids, masking_generator(self.seed, step, self.rank, micro))
         device = batch.device
-        out = model(ids.to(device), labels=labels.to(device))
+        out = model(ids.to(device), labels=labels.to(device), return_logits=False)
         return StepLoss(out.loss, out.loss)
 
     def n_val_blocks(self, max_blocks) -> int:

@@ -59,6 +59,7 @@ from .planar import (
     planar_add_real,
     planar_dropout,
     planar_lora_linear,
+    planar_modulus,
     planar_norm,
     to_complex,
     to_planar,
@@ -259,6 +260,18 @@ class CmplxAttention(nn.Module):
         return to_complex(self.planar(to_planar(h), bias))
 
 
+def planar_activation(act: nn.Module, y: Tensor) -> Tensor:
+    """A split activation (CReLU, CGELU) on planar rows, in place without autograd; any other
+    (complex) activation through complex tensors."""
+    if isinstance(act, CReLU):
+        return torch.relu_(y) if not torch.is_grad_enabled() else F.relu(y)
+    if not isinstance(act, CGELU):
+        return to_planar(act(to_complex(y)))
+    if not torch.is_grad_enabled():
+        return torch._C._nn.gelu_(y, approximate=act.approximate)
+    return F.gelu(y, approximate=act.approximate)
+
+
 class CmplxIntermediate(nn.Module):
     """The feed-forward expansion and its split activation (sec. 3.5); HF's
     ``BertIntermediate``."""
@@ -270,14 +283,7 @@ class CmplxIntermediate(nn.Module):
     def planar(self, x: Tensor, ws: Workspace | None = None) -> Tensor:
         """dense, then the split activation on both rows alike (in place without autograd)."""
         y = planar_lora_linear((self.dense,), x, alloc=workspace_alloc(ws, "big", x))
-        act = self.intermediate_act_fn
-        if isinstance(act, CReLU):
-            return torch.relu_(y) if not torch.is_grad_enabled() else F.relu(y)
-        if not isinstance(act, CGELU):  # any other (complex) activation
-            return to_planar(act(to_complex(y)))
-        if not torch.is_grad_enabled():
-            return torch._C._nn.gelu_(y, approximate=act.approximate)
-        return F.gelu(y, approximate=act.approximate)
+        return planar_activation(self.intermediate_act_fn, y)
 
     def forward(self, x: Tensor) -> Tensor:
         return to_complex(self.planar(to_planar(x)))
@@ -342,8 +348,13 @@ class CmplxTransform(nn.Module):
         super().__init__()
         self.dense, self.transform_act_fn, self.LayerNorm = dense, act, norm
 
+    def planar(self, x: Tensor) -> Tensor:
+        """planar rows (..., 2, E) -> (..., 2, E)."""
+        y = planar_activation(self.transform_act_fn, planar_lora_linear((self.dense,), x))
+        return planar_norm(self.LayerNorm, y)
+
     def forward(self, x: Tensor) -> Tensor:
-        return self.LayerNorm(self.transform_act_fn(self.dense(x)))
+        return to_complex(self.planar(to_planar(x)))
 
 
 class CmplxPredictions(nn.Module):
@@ -354,8 +365,12 @@ class CmplxPredictions(nn.Module):
         super().__init__()
         self.transform, self.decoder = transform, decoder
 
+    def planar(self, x: Tensor) -> Tensor:
+        """planar rows (..., 2, E) -> the vocabulary logits' planar rows (..., 2, V)."""
+        return planar_lora_linear((self.decoder,), self.transform.planar(x))
+
     def forward(self, h: Tensor) -> Tensor:
-        return self.decoder(self.transform(h))  # (B, T, V) complex
+        return to_complex(self.planar(to_planar(h)))  # (B, T, V) complex
 
 
 class CmplxMLMHead(nn.Module):
@@ -364,6 +379,9 @@ class CmplxMLMHead(nn.Module):
     def __init__(self, predictions: CmplxPredictions) -> None:
         super().__init__()
         self.predictions = predictions
+
+    def planar(self, x: Tensor) -> Tensor:
+        return self.predictions.planar(x)
 
     def forward(self, h: Tensor) -> Tensor:
         return self.predictions(h)
@@ -451,6 +469,10 @@ class CmplxBert(nn.Module):
     def _to_real(self, z: Tensor) -> Tensor:
         return z.abs() if self.model_config.head_output == "modulus" else z.real
 
+    def _planar_to_real(self, y: Tensor) -> Tensor:
+        """Real logits (..., n) from a head's planar rows (..., 2, n)."""
+        return planar_modulus(y) if self.model_config.head_output == "modulus" else y[..., 0, :]
+
     def forward(
         self,
         input_ids: Tensor,
@@ -458,6 +480,7 @@ class CmplxBert(nn.Module):
         token_type_ids: Tensor | None = None,
         labels: Tensor | None = None,
         position_ids: Tensor | None = None,
+        return_logits: bool = True,
     ) -> CmplxBertOutput:
         """HF-like forward.
 
@@ -468,6 +491,9 @@ class CmplxBert(nn.Module):
             labels: (B, T) MLM targets (-100 = ignored) or (B,) class ids / (B, num_labels)
                 floats (multi-label) / (B,) floats (regression, num_labels = 1).
             position_ids: (B, T) or (1, T) (default 0 .. T-1).
+            return_logits: False (MLM with labels): the head runs only on the labelled
+                tokens, which gives the same loss for a fraction of the work, and
+                ``logits`` is None.
 
         Returns:
             :class:`CmplxBertOutput` (complex hidden states, real logits, loss).
@@ -487,11 +513,17 @@ class CmplxBert(nn.Module):
         pooled = self.bert.pooler(h) if self.bert.pooler is not None else None
         loss = logits = None
         if self.task == "mlm":
-            logits = self._to_real(self.cls(h))  # (B, T, V)
-            if labels is not None:
-                loss = F.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
-                )
+            if labels is not None and not return_logits:  # only the labelled tokens' rows
+                flat = labels.reshape(-1)
+                keep = flat != -100
+                rows = x.reshape(-1, 2, x.shape[-1])[keep]  # (n, 2, E)
+                loss = F.cross_entropy(self._planar_to_real(self.cls.planar(rows)), flat[keep])
+            else:
+                logits = self._planar_to_real(self.cls.planar(x))  # (B, T, V)
+                if labels is not None:
+                    loss = F.cross_entropy(
+                        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
+                    )
         elif self.task == "classification":
             x = CF.complex_dropout(pooled, self.classifier_dropout, self.training)
             logits = self._to_real(self.classifier(x))  # (B, num_labels)

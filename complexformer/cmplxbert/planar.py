@@ -26,6 +26,7 @@ __all__ = [
     "planar_dropout",
     "planar_lora_cols",
     "planar_lora_linear",
+    "planar_modulus",
     "planar_norm",
     "to_complex",
     "to_planar",
@@ -43,13 +44,85 @@ def to_complex(x: Tensor) -> Tensor:
     return torch.complex(x[..., 0, :], x[..., 1, :])
 
 
+class _PlanarModulus(torch.autograd.Function):
+    """|z| of planar rows (..., 2, n) -> (..., n), with the gradient (Re z, Im z)·g/|z| (0 at
+    z = 0, like torch.abs on complex). Only the input is kept for backward; |z| is recomputed
+    there (the vocabulary logits of an MLM head are the largest activations of a step)."""
+
+    @staticmethod
+    def forward(ctx, y: Tensor) -> Tensor:
+        ctx.save_for_backward(y)
+        return torch.hypot(y.select(-2, 0), y.select(-2, 1))
+
+    @staticmethod
+    def backward(ctx, g: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        m = torch.hypot(y.select(-2, 0), y.select(-2, 1))
+        s = torch.where(m > 0, g / m, torch.zeros_like(m))
+        return y * s.unsqueeze(-2)
+
+
+def planar_modulus(y: Tensor) -> Tensor:
+    """|z| (..., n) of planar rows y (..., 2, n), with a finite gradient at z = 0."""
+    return _PlanarModulus.apply(y)
+
+
+class _ScalarNorm(torch.autograd.Function):
+    """:func:`complexformer.nn.functional.planar_layer_norm` with ``whiten="scalar"`` and a
+    2x2 affine (weight (F, 2, 2), bias (F, 2), both in x's dtype) on planar rows (..., 2, F),
+    keeping only the whitened rows y and 1/σ for backward (autograd of the composed ops
+    would keep the centred rows, y and a flipped copy of y).
+
+    y = (x - mean) / sqrt(E|x - mean|² + eps), out = W_f·(y_re, y_im) + b_f; backward:
+    dy = W_fᵀ·dout, d(x - mean) = (dy - y·Σ(dy ⊙ y)/F)/σ, dx = that minus its mean over F.
+    """
+
+    @staticmethod
+    def _diagonals(weight: Tensor) -> tuple[Tensor, Tensor]:
+        """(w_rr, w_ii) and (w_ri, w_ir) of the (F, 2, 2) weight, each (2, F)."""
+        wd = torch.diagonal(weight, dim1=-2, dim2=-1).t()
+        return wd, torch.diagonal(weight.flip(-1), dim1=-2, dim2=-1).t()
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps: float):
+        n = x.shape[-1]
+        c = x - x.mean(-1, keepdim=True)
+        inv = torch.rsqrt((c * c).sum((-2, -1), keepdim=True) / n + eps)  # (..., 1, 1)
+        y = c.mul_(inv)
+        wd, wo = _ScalarNorm._diagonals(weight)
+        out = torch.addcmul(bias.t(), y, wd).addcmul_(y.flip(-2), wo)
+        ctx.save_for_backward(y, inv, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        y, inv, weight = ctx.saved_tensors
+        n = y.shape[-1]
+        lead = tuple(range(g.dim() - 2))
+        gw = gb = gx = None
+        if ctx.needs_input_grad[1]:
+            gd, go = (g * y).sum(lead), (g * y.flip(-2)).sum(lead)  # (2, F) each
+            gw = torch.stack((torch.stack((gd[0], go[0]), -1), torch.stack((go[1], gd[1]), -1)), 1)
+        if ctx.needs_input_grad[2]:
+            gb = g.sum(lead).t()
+        if ctx.needs_input_grad[0]:
+            wd, wo = _ScalarNorm._diagonals(weight)
+            gy = (g * wo).flip(-2).addcmul_(g, wd)  # Wᵀ·dout per feature
+            gc = gy.sub_(y * ((gy * y).sum((-2, -1), keepdim=True) / n)).mul_(inv)
+            gx = gc.sub_(gc.mean(-1, keepdim=True))
+        return gx, gw, gb, None
+
+
 def planar_norm(ln: LayerNorm, x: Tensor, ws: Workspace | None = None, name: str = "") -> Tensor:
     """The complex LayerNorm ``ln`` on planar rows; without autograd it overwrites x and
     writes into the workspace buffer ``name``."""
     if not torch.is_grad_enabled():
         out = None if ws is None else ws.get(name, x.shape, x)
         return CF.planar_layer_norm(x, ln.weight, ln.bias, ln.eps, ln.whiten, inplace=True, out=out)
-    return CF.planar_layer_norm(x, ln.weight, ln.bias, ln.eps, ln.whiten)
+    w, b = ln.weight, ln.bias
+    if ln.whiten == "scalar" and w is not None and b is not None and w.dtype == b.dtype == x.dtype:
+        return _ScalarNorm.apply(x, w, b, ln.eps)
+    return CF.planar_layer_norm(x, w, b, ln.eps, ln.whiten)
 
 
 class Workspace:
@@ -103,6 +176,62 @@ def planar_add_real(delta: Tensor | None, e: Tensor) -> Tensor:
     return delta
 
 
+class _ModulusAttention(torch.autograd.Function):
+    """softmax(|S| + bias)·V for [Re | Im] head features, S = Q·Kᴴ (q already scaled), as
+    :func:`complexformer.nn.functional.modulus_attention` computes it, but keeping only q, k,
+    v and the dropout mask (as bools) for backward: the (B, H, 2, T, T) scores, their modulus
+    and the weights are recomputed there (one more score GEMM) instead of living from the
+    forward to the backward of every layer.
+
+    Backward, with a = softmax(|S| + bias), w = a ⊙ mask/(1 - p), o = w·V:
+    dV = wᵀ·dO, da = (dO·Vᵀ) ⊙ mask/(1 - p), d|S| = a ⊙ (da - Σ_k da ⊙ a),
+    d(Re S, Im S) = (Re S, Im S) ⊙ d|S|/|S| (0 where S = 0), then the two score GEMMs.
+    """
+
+    @staticmethod
+    def _scores(q: Tensor, k: Tensor, bias: Tensor | None):
+        """The stacked queries [[Qr, Qi]; [Qi, -Qr]] (B, H, 2T, 2d), (Re S; Im S)
+        (B, H, 2, T, Tk), |S| and the weights."""
+        d = q.shape[-1] // 2
+        qq = torch.cat((q, torch.cat((q[..., d:], -q[..., :d]), -1)), -2)
+        ri = (qq @ k.transpose(-2, -1)).unflatten(-2, (2, q.shape[-2]))
+        m = torch.hypot(ri.select(-3, 0), ri.select(-3, 1))
+        return qq, ri, m, CF.masked_softmax(m, bias)
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, p: float):
+        _, _, _, a = _ModulusAttention._scores(q, k, bias)
+        keep = None
+        if p > 0.0:  # the draw and the scaling of torch's CPU dropout
+            noise = torch.empty_like(a).bernoulli_(1.0 - p)
+            keep = noise != 0
+            a = a * noise.div_(1.0 - p)
+        ctx.p = p
+        ctx.save_for_backward(q, k, v, bias, keep)
+        return a @ v
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v, bias, keep = ctx.saved_tensors
+        qq, ri, m, a = _ModulusAttention._scores(q, k, bias)
+        ga = g @ v.transpose(-2, -1)  # d(weights after dropout)
+        w = a
+        if keep is not None:
+            scale = keep.to(a.dtype).div_(1.0 - ctx.p)
+            w = a * scale
+            ga = ga.mul_(scale)
+        gv = w.transpose(-2, -1) @ g
+        gm = a * (ga - (ga * a).sum(-1, keepdim=True))  # through the softmax
+        gm = torch.where(m > 0, gm / m, torch.zeros_like(gm))  # through |S|
+        gri = (ri * gm.unsqueeze(-3)).flatten(-3, -2)  # (B, H, 2T, Tk)
+        u = gri @ k  # d(stacked queries): (B, H, 2T, 2d)
+        t, d = q.shape[-2], q.shape[-1] // 2
+        ur, ui = u[..., :t, :], u[..., t:, :]
+        gq = ur + torch.cat((-ui[..., d:], ui[..., :d]), -1)  # the second block is [Qi, -Qr]
+        gk = gri.transpose(-2, -1) @ qq
+        return gq, gk, gv, None, None
+
+
 def modulus_attention(
     qkv: Tensor, bias: Tensor | None, scale: float, dropout_p: float, ws: Workspace | None = None
 ) -> Tensor:
@@ -122,12 +251,10 @@ def modulus_attention(
     q = heads[0]
     if ws is None and not torch.is_grad_enabled():
         ws = Workspace()
-    if ws is None:
-        qs = q * scale
-        qq = torch.stack((qs, torch.stack((qs[..., 1, :], -qs[..., 0, :]), -2)), 2)
+    if ws is None:  # autograd: the T x T temporaries are recomputed in backward
+        qs = (q * scale).flatten(-2)  # (B, H, T, 2d): [Qr | Qi], scaled
         kv = heads[1:].reshape(2, b, h, t, 2 * d)  # (K; V) with [Re | Im] features
-        o, _ = CF.modulus_attention(qq.flatten(-2), kv[0], kv[1], bias, dropout_p)
-        return o  # (B, H, T, 2d)
+        return _ModulusAttention.apply(qs, kv[0], kv[1], bias, dropout_p)  # (B, H, T, 2d)
     qq = ws.get("att_q", (b, h, 2, t, 2, d), qkv)  # the stacked, scaled queries
     torch.mul(q, scale, out=qq[:, :, 0])
     torch.mul(q[..., 1, :], scale, out=qq[:, :, 1, :, 0])

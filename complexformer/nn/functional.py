@@ -52,6 +52,7 @@ __all__ = [
     "inverse_frequencies",
     "layer_norm",
     "lift_complex",
+    "masked_softmax",
     "modrelu",
     "modulus_attention",
     "planar_layer_norm",
@@ -484,6 +485,12 @@ def _masked_softmax(z: Tensor, bias: Tensor | None) -> Tensor:
     ok = torch.isfinite(z).any(-1, keepdim=True)  # rows with at least one key
     z = torch.where(ok, z, torch.zeros_like(z))
     return torch.softmax(z, dim=-1) * ok
+
+
+def masked_softmax(z: Tensor, bias: Tensor | None = None) -> Tensor:
+    """softmax(z + bias) over the last dim (bias additive, -inf = masked); a row with every
+    key masked gives zeros, not NaN."""
+    return _masked_softmax(z, bias)
 
 
 class _Modulus(torch.autograd.Function):
