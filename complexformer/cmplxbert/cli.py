@@ -8,7 +8,14 @@ import json
 from pathlib import Path
 
 from ..training.config import DEVICES
-from .config import ATTENTION_SCORES, HEAD_OUTPUTS, WHITEN_CHOICES
+from .config import (
+    ATTENTION_SCORES,
+    HEAD_OUTPUTS,
+    HEADS,
+    PAPER_TRAINING,
+    WHITEN_CHOICES,
+    CmplxBertConfig,
+)
 
 __all__ = ["add_cbert_parsers"]
 
@@ -40,9 +47,34 @@ folder with train/validation/test .jsonl or .csv files.
 """
 
 
+PRESETS = ("library", "paper")
+_MODEL_KEYS = ("attention_score", "head_output", "whiten", "heads")
+#: What ``--preset`` fills in for the options left unset, per command.
+_TRAINING = {
+    "complexify": {"library": {"lr": 1e-4, "warmup_frac": 0.1, "batch_size": 32}},
+    "finetune": {"library": {"lr": 1e-4, "epochs": 2}},
+}
+
+
+def apply_preset(args: argparse.Namespace, command: str) -> argparse.Namespace:
+    """Fill the options left unset (None) from ``args.preset``: ``library`` (the library's
+    defaults) or ``paper`` (every choice Tamburini 2024 states: :meth:`CmplxBertConfig.paper`
+    and :data:`~complexformer.cmplxbert.config.PAPER_TRAINING`). An option given on the
+    command line always wins."""
+    paper = args.preset == "paper"
+    model = CmplxBertConfig.paper() if paper else CmplxBertConfig()
+    values = {k: getattr(model, k) for k in _MODEL_KEYS}
+    train = PAPER_TRAINING["mlm" if command == "complexify" else command] if paper else {}
+    values.update({**_TRAINING[command]["library"], **train})
+    for key, value in values.items():
+        if getattr(args, key, None) is None and hasattr(args, key):
+            setattr(args, key, value)
+    return args
+
+
 def _complexify_config(args: argparse.Namespace):
     """(ComplexLoRAConfig, CmplxBertConfig) of the ``complexify`` options."""
-    from .config import CmplxBertConfig, ComplexLoRAConfig
+    from .config import ComplexLoRAConfig
 
     targets = args.target_modules
     if targets is not None and len(targets) == 1 and not targets[0].isidentifier():
@@ -50,9 +82,7 @@ def _complexify_config(args: argparse.Namespace):
     kw = {"r": args.rank, "alpha": args.alpha, "dropout": args.lora_dropout}
     if targets is not None:
         kw["target_modules"] = targets
-    model_config = CmplxBertConfig(
-        attention_score=args.attention_score, head_output=args.head_output, whiten=args.whiten
-    )
+    model_config = CmplxBertConfig(**{k: getattr(args, k) for k in _MODEL_KEYS})
     return ComplexLoRAConfig(**kw), model_config
 
 
@@ -60,7 +90,7 @@ def cmd_complexify(args: argparse.Namespace) -> int:
     from ..training import TrainConfig, train_task
     from .mlm import MLMTask
 
-    lora, model_config = _complexify_config(args)
+    lora, model_config = _complexify_config(apply_preset(args, "complexify"))
     task = MLMTask(args.base, lora, model_config, max_len=args.max_len)
     tc = TrainConfig(
         out_dir=args.out,
@@ -96,6 +126,7 @@ def cmd_complexify(args: argparse.Namespace) -> int:
 def cmd_finetune(args: argparse.Namespace) -> int:
     from .finetune import FinetuneConfig, finetune
 
+    apply_preset(args, "finetune")
     cfg = FinetuneConfig(
         task=args.task,
         models=tuple(args.models),
@@ -111,6 +142,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         rank=args.rank,
         attention_score=args.attention_score,
         head_output=args.head_output,
+        whiten=args.whiten,
+        heads=args.heads,
         pooling=args.pooling,
         real_lora_rank=args.real_lora_rank,
         text_field=args.text_field,
@@ -184,23 +217,46 @@ def _lora_options(p: argparse.ArgumentParser) -> None:
         help="module-name suffixes to adapt, or one regular expression (default: "
         "embeddings, every encoder linear, pooler and heads)",
     )
+    _model_options(p, "")
+
+
+def _model_options(p: argparse.ArgumentParser, when: str) -> None:
+    """--preset and the complex model's choices (None: from the preset)."""
+    p.add_argument(
+        "--preset",
+        default="library",
+        choices=PRESETS,
+        help="defaults of the options below left unset: the library's, or every choice the "
+        "paper states (full whitening, single-linear heads, modulus scores and heads, its "
+        "learning rate, schedule, batch and epochs; docs/cmplxbert.md has the table)",
+    )
     p.add_argument(
         "--attention-score",
-        default="modulus",
+        default=None,
         choices=ATTENTION_SCORES,
-        help="softmax(|QK^H|/sqrt(d)) (the paper) or softmax(Re(QK^H)/sqrt(d))",
+        help=f"softmax(|QK^H|/sqrt(d)) (the paper) or softmax(Re(QK^H)/sqrt(d)){when} "
+        "(default modulus)",
     )
     p.add_argument(
         "--head-output",
-        default="modulus",
+        default=None,
         choices=HEAD_OUTPUTS,
-        help="complex head output to real logits by modulus (the paper) or real part",
+        help=f"complex head output to real logits by modulus (the paper) or real part{when} "
+        "(default modulus)",
     )
     p.add_argument(
         "--whiten",
-        default="scalar",
+        default=None,
         choices=WHITEN_CHOICES,
-        help="complex LayerNorm whitening (default scalar; see docs/cmplxbert.md)",
+        help=f"complex LayerNorm whitening{when} (default scalar, paper preset full; see "
+        "docs/cmplxbert.md)",
+    )
+    p.add_argument(
+        "--heads",
+        default=None,
+        choices=HEADS,
+        help=f"heads{when}: BERT's blocks (MLM transform, pooler) or one adapted linear each "
+        "(default bert, paper preset linear)",
     )
 
 
@@ -212,7 +268,7 @@ def add_cbert_parsers(sub) -> None:
         help="complexify a BERT with complex LoRA and continue MLM pre-training",
         description="Wrap a pre-trained real BERT into CmplxBERTLoRA_r (complex LoRA adapters, "
         "complex LayerNorm, split GELU, modulus attention) and continue masked-LM pre-training "
-        "(15%% of tokens; 80%% [MASK], 10%% random, 10%% kept; AdamW, linear warm-up and "
+        "(15% of tokens; 80% [MASK], 10% random, 10% kept; AdamW, linear warm-up and "
         "linear decay) with checkpoints, exact resume and torchrun support.",
         epilog=_EPILOG_COMPLEXIFY,
         formatter_class=fmt,
@@ -235,15 +291,19 @@ def add_cbert_parsers(sub) -> None:
         help="tokens per sequence, [CLS]/[SEP] included (default 128)",
     )
     c.add_argument(
-        "--batch-size", type=int, default=32, help="global batch in sequences (default 32)"
+        "--batch-size",
+        type=int,
+        default=None,
+        help="global batch in sequences (default 32, paper preset 512)",
     )
     c.add_argument("--grad-accum", type=int, default=1, help="micro-steps per update")
-    c.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default 1e-4)")
+    c.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-4)")
     c.add_argument(
         "--warmup-frac",
         type=float,
-        default=0.1,
-        help="fraction of steps of linear warm-up (default 0.1), then linear decay",
+        default=None,
+        help="fraction of steps of linear warm-up (default 0.1, paper preset 0.01), then "
+        "linear decay",
     )
     c.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
     c.add_argument("--text-field", default="text", help="JSONL field / dataset column of text")
@@ -287,8 +347,10 @@ def add_cbert_parsers(sub) -> None:
     f.add_argument(
         "--seeds", nargs="+", type=int, default=[0, 1, 2], help="one run per seed (default 0 1 2)"
     )
-    f.add_argument("--epochs", type=int, default=2, help="epochs (default 2, the paper)")
-    f.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default 1e-4)")
+    f.add_argument("--epochs", type=int, default=None, help="epochs (default 2, the paper)")
+    f.add_argument(
+        "--lr", type=float, default=None, help="peak learning rate (default 1e-4, the paper)"
+    )
     f.add_argument("--batch-size", type=int, default=16, help="examples per update")
     f.add_argument("--max-len", type=int, default=128, help="tokens per example (truncation)")
     f.add_argument("--warmup-frac", type=float, default=0.1, help="linear warm-up fraction")
@@ -311,18 +373,7 @@ def add_cbert_parsers(sub) -> None:
         default=8,
         help="complex LoRA rank when --model is a plain BERT (default 8)",
     )
-    f.add_argument(
-        "--attention-score",
-        default="modulus",
-        choices=ATTENTION_SCORES,
-        help="attention score when --model is a plain BERT (default modulus)",
-    )
-    f.add_argument(
-        "--head-output",
-        default="modulus",
-        choices=HEAD_OUTPUTS,
-        help="head output when --model is a plain BERT (default modulus)",
-    )
+    _model_options(f, " when --model is a plain BERT")
     f.add_argument(
         "--pooling",
         default="auto",

@@ -269,7 +269,7 @@ def complexify(
         )
         layers.append(CmplxLayer(CmplxAttention(self_attn, attn_out), inter, out))
     pooler = None
-    if bert.pooler is not None:
+    if bert.pooler is not None and model_config.heads == "bert":
         pooler = CmplxPooler(bld.linear(bert.pooler.dense, "bert.pooler.dense", head=True))
     body = CmplxBody(embeddings, CmplxEncoder(layers), pooler)
 
@@ -280,14 +280,18 @@ def complexify(
         hf_head = model.cls if task == "mlm" else _fresh_mlm_head(bert, hc)
         if model_config.add_mlm_head:
             tr = hf_head.predictions.transform
-            fresh = [tr.dense.weight, tr.dense.bias, hf_head.predictions.bias]
+            fresh = [hf_head.predictions.bias]
+            if model_config.heads == "bert":
+                fresh += [tr.dense.weight, tr.dense.bias]
             task = "mlm"
         pr = hf_head.predictions
-        transform = CmplxTransform(
-            bld.linear(pr.transform.dense, "cls.predictions.transform.dense", head=True),
-            _activation(hc.hidden_act),
-            bld.norm(pr.transform.LayerNorm),
-        )
+        transform = None
+        if model_config.heads == "bert":
+            transform = CmplxTransform(
+                bld.linear(pr.transform.dense, "cls.predictions.transform.dense", head=True),
+                _activation(hc.hidden_act),
+                bld.norm(pr.transform.LayerNorm),
+            )
         decoder = bld.linear(pr.decoder, "cls.predictions.decoder", head=True)
         cls_head = CmplxMLMHead(CmplxPredictions(transform, decoder))
     if task == "classification":

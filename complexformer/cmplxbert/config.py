@@ -23,8 +23,10 @@ __all__ = [
     "ATTENTION_SCORES",
     "DEFAULT_TARGET_MODULES",
     "CmplxBertConfig",
+    "HEADS",
     "HEAD_OUTPUTS",
     "INITS",
+    "PAPER_TRAINING",
     "TRAIN_HEADS",
     "WHITEN_CHOICES",
     "ComplexLoRAConfig",
@@ -35,9 +37,20 @@ __all__ = [
 
 ATTENTION_SCORES = ("modulus", "real")
 HEAD_OUTPUTS = ("modulus", "real")
+HEADS = ("bert", "linear")
 INITS = ("zero_b", "zero_a")
 TRAIN_HEADS = ("adapters", "full", "none")
 WHITEN_CHOICES = ("scalar", "full")
+
+#: The training settings Tamburini 2024 states (sec. 4): continued MLM pre-training with "a
+#: learning rate of 1e-4, with a linear schedule with warmup, and a batch size of 512" (the
+#: warm-up length is not given; BERT's own recipe warmed up over 1% of its updates), and
+#: fine-tuning "for exactly 2 epochs, with a learning rate of 1e-4". ``--preset paper`` of
+#: ``complexify`` and ``finetune`` applies them.
+PAPER_TRAINING: dict[str, dict[str, Any]] = {
+    "mlm": {"lr": 1e-4, "schedule": "linear", "warmup_frac": 0.01, "batch_size": 512},
+    "finetune": {"lr": 1e-4, "epochs": 2},
+}
 
 #: Name suffixes of the BERT layers that get adapters by default: the three embeddings, the
 #: attention projections, the attention output, the two feed-forward linears, the pooler and
@@ -157,6 +170,14 @@ class ComplexLoRAConfig(ConfigBase):
                 f"ComplexLoRAConfig: complex_bias must be a bool, got {self.complex_bias!r}"
             )
 
+    @classmethod
+    def paper(cls, r: int = 8, **changes: Any) -> ComplexLoRAConfig:
+        """The adapters of Tamburini 2024 (sec. 3): rank ``r`` (the paper: 8 to 64), every
+        embedding, attention, feed-forward and head layer adapted, a complex bias on each
+        adapted linear, scale 1. The paper states no adapter dropout or initialisation; these
+        stay the library's (no dropout, one factor zero so that A·Bᴴ = 0 at step 0)."""
+        return cls(r=r, alpha=None, complex_bias=True).replace(**changes)
+
     # ------------------------------------------------------------------ derived
 
     @property
@@ -190,6 +211,13 @@ class CmplxBertConfig(ConfigBase):
             classifier) adapters and complex biases train, their real weights stay frozen;
             ``"full"``: their real weights and biases train too (except the MLM decoder
             weight, which is tied to the frozen word embeddings); ``"none"``: heads frozen.
+        heads: ``"bert"`` (default): the heads keep BERT's blocks, the MLM head's dense →
+            GELU → LayerNorm transform before the decoder and the pooler (dense, split tanh)
+            before the classifier; ``"linear"`` (the paper, sec. 3.6: "all these training
+            heads are configured in the same way as a single LoRA-adapted linear layer"):
+            the MLM head is the adapted decoder alone on each hidden state and the sequence
+            and next-sentence heads the adapted linear alone on the first token's hidden
+            state (no pooler).
         add_mlm_head: give a model without an MLM head (e.g. a plain ``BertModel``) a fresh
             one, initialised as transformers' ``BertOnlyMLMHead`` with the decoder tied to
             the word embeddings; its real weights are new, so they train and are saved with
@@ -203,8 +231,18 @@ class CmplxBertConfig(ConfigBase):
     train_norms: bool = True
     train_heads: str = "adapters"
     add_mlm_head: bool = False
+    heads: str = "bert"
 
     _what = "CmplxBertConfig field"
+
+    @classmethod
+    def paper(cls, **changes: Any) -> CmplxBertConfig:
+        """Every choice of the complex model that Tamburini 2024 states: modulus attention
+        scores (sec. 3.3), the full C^(-1/2) whitening of the complex LayerNorm (sec. 3.4),
+        heads that are one LoRA-adapted linear followed by the modulus (sec. 3.6). The
+        library's defaults differ where they measured better (docs/cmplxbert.md)."""
+        base = cls(attention_score="modulus", head_output="modulus", whiten="full", heads="linear")
+        return base.replace(**changes)
 
     def __post_init__(self) -> None:
         w = "CmplxBertConfig"
@@ -212,6 +250,7 @@ class CmplxBertConfig(ConfigBase):
         _choice(self.head_output, "head_output", HEAD_OUTPUTS, w)
         _choice(self.whiten, "whiten", WHITEN_CHOICES, w)
         _choice(self.train_heads, "train_heads", TRAIN_HEADS, w)
+        _choice(self.heads, "heads", HEADS, w)
         eps = self.layer_norm_eps
         if eps is not None and (
             isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0

@@ -83,6 +83,8 @@ class FinetuneConfig(ConfigBase):
         attention_score: ``"modulus"`` or ``"real"``, for a plain BERT complexified here.
         head_output: ``"modulus"`` or ``"real"``, likewise (a CmplxBERT directory keeps the
             choices it was pre-trained with).
+        whiten: ``"scalar"`` or ``"full"``, likewise.
+        heads: ``"bert"`` or ``"linear"``, likewise.
         real_lora_rank: rank of the real LoRA baseline; None matches the CmplxBERT's count
             of trainable parameters.
         text_field: text column of CSV/JSONL/HF data.
@@ -106,6 +108,8 @@ class FinetuneConfig(ConfigBase):
     rank: int = 8
     attention_score: str = "modulus"
     head_output: str = "modulus"
+    whiten: str = "scalar"
+    heads: str = "bert"
     real_lora_rank: int | None = None
     text_field: str = "text"
     label_field: str = "label"
@@ -165,7 +169,12 @@ def build_classifier(
             model = complexify(
                 hf,
                 ComplexLoRAConfig(r=cfg.rank),
-                CmplxBertConfig(attention_score=cfg.attention_score, head_output=cfg.head_output),
+                CmplxBertConfig(
+                    attention_score=cfg.attention_score,
+                    head_output=cfg.head_output,
+                    whiten=cfg.whiten,
+                    heads=cfg.heads,
+                ),
             )
         model.classifier.base_layer.requires_grad_(True)  # new weights: they must learn
         return model

@@ -359,15 +359,18 @@ class CmplxTransform(nn.Module):
 
 class CmplxPredictions(nn.Module):
     """Transform then the LoRA-adapted decoder (complex vocabulary logits); HF's
-    ``BertLMPredictionHead``."""
+    ``BertLMPredictionHead``. Without a transform (``heads="linear"``, the paper's head)
+    the decoder reads the hidden states directly."""
 
-    def __init__(self, transform: CmplxTransform, decoder: ComplexLoRALinear) -> None:
+    def __init__(self, transform: CmplxTransform | None, decoder: ComplexLoRALinear) -> None:
         super().__init__()
         self.transform, self.decoder = transform, decoder
 
     def planar(self, x: Tensor) -> Tensor:
         """planar rows (..., 2, E) -> the vocabulary logits' planar rows (..., 2, V)."""
-        return planar_lora_linear((self.decoder,), self.transform.planar(x))
+        if self.transform is not None:
+            x = self.transform.planar(x)
+        return planar_lora_linear((self.decoder,), x)
 
     def forward(self, h: Tensor) -> Tensor:
         return to_complex(self.planar(to_planar(h)))  # (B, T, V) complex
@@ -525,7 +528,8 @@ class CmplxBert(nn.Module):
                         logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
                     )
         elif self.task == "classification":
-            x = CF.complex_dropout(pooled, self.classifier_dropout, self.training)
+            x = pooled if self.model_config.heads == "bert" else h[:, 0]
+            x = CF.complex_dropout(x, self.classifier_dropout, self.training)
             logits = self._to_real(self.classifier(x))  # (B, num_labels)
             if labels is not None:
                 loss = self._classification_loss(logits, labels)
