@@ -240,3 +240,102 @@ def test_constructor_messages_name_the_layer(kind):
     cls(base, r=1, alpha=1e-9)
     if kind == "linear":
         assert cls(base, dropout=0.0).dropout == 0.0 and cls(base, dropout=0.99).dropout == 0.99
+
+
+def test_linear_forward_messages():
+    layer = ComplexLoRALinear(nn.Linear(3, 4), r=2)
+    with pytest.raises(ValueError) as err:
+        layer(torch.zeros(2, 3, dtype=torch.int64))
+    assert str(err.value) == (
+        "ComplexLoRALinear: input must be a complex (complex64/complex128) or real floating "
+        "tensor, got dtype torch.int64"
+    )
+    with pytest.raises(ValueError) as err:
+        layer(torch.zeros(2, 4, 5, dtype=torch.complex64))
+    assert str(err.value) == (
+        "ComplexLoRALinear: last dimension of the input is 5, expected in_features=3"
+    )
+
+
+@pytest.mark.parametrize(
+    "x_dtype,layer_dtype", [(torch.complex128, torch.float32), (torch.complex64, torch.float64)]
+)
+@pytest.mark.parametrize("merged", [False, True])
+def test_linear_forward_is_in_the_input_dtype(x_dtype, layer_dtype, merged):
+    """A layer of one dtype on a complex input of the other: the output is in the input's
+    dtype, merged or not, and equals the formula."""
+    (layer,) = _layers((2,), dtype=layer_dtype)
+    if merged:
+        layer.merge()
+    z = _input(seed=11)
+    y = layer(z.to(x_dtype))
+    assert y.dtype == x_dtype and y.shape == (2, 3, 3)
+    tol = 1e-6 if torch.float32 in (layer_dtype, x_dtype.to_real()) else 1e-12
+    assert_close(y.to(torch.complex128), _reference(layer, z.to(x_dtype)), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("r", [1, 2])
+def test_linear_adapter_dropout_in_training(r):
+    """Training with dropout p: the adapter sees x with one mask per complex entry, drawn as
+    planar_dropout draws it (Bernoulli(1 - p) / (1 - p)); the base and the biases see x."""
+    (layer,) = _layers((r,), dtype=torch.float64)
+    layer.dropout = 0.5
+    layer.train()
+    z = _input(seed=12)
+    torch.manual_seed(7)
+    y = layer(z)
+    torch.manual_seed(7)
+    mask = torch.empty(2, 3, 1, 6, dtype=torch.float64).bernoulli_(0.5).div_(0.5)[..., 0, :]
+    a = torch.view_as_complex(layer.lora_A.detach())
+    b = torch.view_as_complex(layer.lora_B.detach())
+    base = layer.base_layer
+    want = z @ base.weight.detach().T.to(z.dtype) + base.bias.detach()
+    want = want + layer.scaling * (z * mask) @ (a @ b.conj().T).T
+    want = want + torch.view_as_complex(layer.bias_c.detach())
+    assert_close(y.detach(), want, atol=1e-12, rtol=1e-12)
+    assert not torch.allclose(mask, torch.ones_like(mask))  # some entries were dropped
+    layer.eval()
+    assert_close(layer(z).detach(), _reference(layer, z), atol=1e-12, rtol=1e-12)
+
+
+def test_inference_weights_follow_an_update_of_any_layer():
+    """Without autograd the stacked weights of several layers are cached; an in-place update
+    of the first layer (not only of the last) is seen at the next call."""
+    layers = _layers((2, 1), dtype=torch.float64)
+    z = _input(seed=13)
+    with torch.no_grad():
+        planar.planar_lora_linear(layers, _rows(z))
+        layers[0].lora_A.mul_(-2.0)
+        layers[0].base_layer.bias.add_(1.0)
+        y = planar.planar_lora_linear(layers, _rows(z))
+    want = _rows(torch.cat([_reference(m, z) for m in layers], -1))
+    assert_close(y, want, atol=1e-12, rtol=1e-12)
+
+
+def test_cached_keeps_a_value_only_while_no_gradient_can_flow():
+    """_cached's policy: without autograd (or with every parameter frozen or absent) a value
+    is built once and kept until a parameter changes in place or ``extra`` changes; with a
+    trainable parameter under autograd it is built at every call and nothing is kept (a
+    value kept before is dropped, so the next call without autograd builds again)."""
+    layers = _layers((2,))
+    p = layers[0].lora_A
+    builds = []
+
+    def build():
+        builds.append(1)
+        return len(builds)
+
+    def cached(params, extra=(1,)):
+        return planar._cached(layers, "test", params, extra, build)
+
+    with torch.no_grad():
+        assert cached([p, None]) == 1 and cached([p, None]) == 1  # built once, then kept
+        assert cached([p, None], extra=(2,)) == 2  # another key
+        p.add_(1.0)  # an in-place update: a new version
+        assert cached([p, None], extra=(2,)) == 3 and cached([p, None], extra=(2,)) == 3
+    assert cached([p, None], extra=(2,)) == 4  # autograd and a trainable parameter
+    assert cached([p, None], extra=(2,)) == 5  # built at every call
+    with torch.no_grad():
+        assert cached([p, None], extra=(2,)) == 6  # the value kept before was dropped
+    frozen = layers[0].base_layer.weight  # requires_grad False
+    assert cached([frozen, None]) == 7 and cached([frozen, None]) == 7  # under autograd too
