@@ -40,7 +40,10 @@ from .modeling import (
 
 __all__ = ["complexify"]
 
-_SUPPORTED = "BertModel, BertForMaskedLM, BertForSequenceClassification"
+_SUPPORTED = (
+    "BertModel, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, "
+    "BertForTokenClassification"
+)
 
 # One name per kind of targetable layer (layer 0): used to tell a misspelt target suffix
 # (an error) from one that a model simply lacks (e.g. "classifier" on a BertModel).
@@ -57,6 +60,7 @@ _KNOWN_NAMES = (
     "bert.pooler.dense",
     "cls.predictions.transform.dense",
     "cls.predictions.decoder",
+    "cls.seq_relationship",
     "classifier",
 )
 
@@ -183,8 +187,9 @@ def complexify(
     transform weights and decoder bias. ``train_heads`` changes the heads' policy.
 
     Args:
-        model: ``transformers.BertModel``, ``BertForMaskedLM`` or
-            ``BertForSequenceClassification`` (encoder-only; no cross-attention).
+        model: ``transformers.BertModel``, ``BertForMaskedLM``, ``BertForPreTraining``
+            (MLM and next-sentence heads), ``BertForSequenceClassification`` or
+            ``BertForTokenClassification`` (encoder-only; no cross-attention).
         config: the adapters, a :class:`~complexformer.cmplxbert.ComplexLoRAConfig`
             (default: its defaults).
         model_config: the complex model around them, a
@@ -214,8 +219,12 @@ def complexify(
     hf_class = type(model).__name__
     if isinstance(model, transformers.BertForMaskedLM):
         bert, task = model.bert, "mlm"
+    elif isinstance(model, transformers.BertForPreTraining):
+        bert, task = model.bert, "pretraining"
     elif isinstance(model, transformers.BertForSequenceClassification):
         bert, task = model.bert, "classification"
+    elif isinstance(model, transformers.BertForTokenClassification):
+        bert, task = model.bert, "token_classification"
     elif isinstance(model, transformers.BertModel):
         bert, task = model, "base"
     else:
@@ -229,7 +238,7 @@ def complexify(
     if model_config.add_mlm_head and task != "base":
         raise ValueError(
             f"complexify: add_mlm_head=True needs a plain BertModel, got "
-            f"{hf_class} (which {'has' if task == 'mlm' else 'has another'} head)"
+            f"{hf_class} (which {'has' if task in ('mlm', 'pretraining') else 'has another'} head)"
         )
     model.requires_grad_(False)
 
@@ -276,8 +285,8 @@ def complexify(
     cls_head = classifier = None
     fresh: list[nn.Parameter] = []
     p_cls = 0.0
-    if task == "mlm" or model_config.add_mlm_head:
-        hf_head = model.cls if task == "mlm" else _fresh_mlm_head(bert, hc)
+    if task in ("mlm", "pretraining") or model_config.add_mlm_head:
+        hf_head = model.cls if task != "base" else _fresh_mlm_head(bert, hc)
         if model_config.add_mlm_head:
             tr = hf_head.predictions.transform
             fresh = [hf_head.predictions.bias]
@@ -293,8 +302,11 @@ def complexify(
                 bld.norm(pr.transform.LayerNorm),
             )
         decoder = bld.linear(pr.decoder, "cls.predictions.decoder", head=True)
-        cls_head = CmplxMLMHead(CmplxPredictions(transform, decoder))
-    if task == "classification":
+        nsp = None
+        if task == "pretraining":  # the next-sentence head reads the pooled first token
+            nsp = bld.linear(model.cls.seq_relationship, "cls.seq_relationship", head=True)
+        cls_head = CmplxMLMHead(CmplxPredictions(transform, decoder), nsp)
+    if task in ("classification", "token_classification"):
         classifier = bld.linear(model.classifier, "classifier", head=True)
         cd = getattr(hc, "classifier_dropout", None)
         p_cls = cd if cd is not None else hc.hidden_dropout_prob

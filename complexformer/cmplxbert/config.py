@@ -54,7 +54,8 @@ PAPER_TRAINING: dict[str, dict[str, Any]] = {
 
 #: Name suffixes of the BERT layers that get adapters by default: the three embeddings, the
 #: attention projections, the attention output, the two feed-forward linears, the pooler and
-#: the heads (MLM transform + decoder, sequence classifier), as in Tamburini 2024, sec. 3.
+#: the heads (MLM transform + decoder, next-sentence head, sequence or token classifier), as
+#: in Tamburini 2024, sec. 3.
 DEFAULT_TARGET_MODULES = (
     "word_embeddings",
     "position_embeddings",
@@ -68,6 +69,7 @@ DEFAULT_TARGET_MODULES = (
     "pooler.dense",
     "transform.dense",
     "decoder",
+    "seq_relationship",
     "classifier",
 )
 

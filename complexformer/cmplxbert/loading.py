@@ -50,7 +50,7 @@ __all__ = [
 
 CMPLXBERT_FILE = "cmplxbert.json"
 _FORMAT = "complexformer-cmplxbert"
-TASKS = ("mlm", "classification")
+TASKS = ("mlm", "pretraining", "classification", "token_classification")
 
 
 def find_minilm_dir() -> Path | None:
@@ -154,9 +154,11 @@ def load_hf_bert(base: str, task: str, num_labels: int | None = None) -> tuple[n
         base: hub name or local directory (see :func:`resolve_base`).
         task: ``"mlm"`` (``BertForMaskedLM``; a checkpoint without MLM head weights is
             loaded as ``BertModel`` instead, to get a fresh head from ``complexify``),
-            ``"classification"`` (``BertForSequenceClassification``; the classifier is new)
-            or ``"base"`` (``BertModel``).
-        num_labels: number of classes, for ``"classification"``.
+            ``"pretraining"`` (``BertForPreTraining``: MLM and next-sentence heads),
+            ``"classification"`` (``BertForSequenceClassification``; the classifier is new),
+            ``"token_classification"`` (``BertForTokenClassification``; likewise) or
+            ``"base"`` (``BertModel``).
+        num_labels: number of classes, for the two classification tasks.
 
     Returns:
         ``(model, needs_new_mlm_head)``.
@@ -174,15 +176,20 @@ def load_hf_bert(base: str, task: str, num_labels: int | None = None) -> tuple[n
             if any(k.startswith("cls.predictions.transform") for k in info["missing_keys"]):
                 return transformers.BertModel.from_pretrained(base, **kw), True
             return model, False
-        if task == "classification":
+        if task == "pretraining":
+            return transformers.BertForPreTraining.from_pretrained(base, **kw), False
+        if task in ("classification", "token_classification"):
             if num_labels is None or num_labels < 2:
-                raise ValueError(f"classification needs num_labels >= 2, got {num_labels}")
-            return transformers.BertForSequenceClassification.from_pretrained(
-                base, num_labels=num_labels, **kw
-            ), False
+                raise ValueError(f"{task} needs num_labels >= 2, got {num_labels}")
+            cls = (
+                transformers.BertForSequenceClassification
+                if task == "classification"
+                else transformers.BertForTokenClassification
+            )
+            return cls.from_pretrained(base, num_labels=num_labels, **kw), False
         if task == "base":
             return transformers.BertModel.from_pretrained(base, **kw), False
-    raise ValueError(f"unknown task {task!r}; allowed: 'mlm', 'classification', 'base'")
+    raise ValueError(f"unknown task {task!r}; allowed: {', '.join((*TASKS, 'base'))}")
 
 
 def is_cmplxbert_dir(path: str | os.PathLike[str]) -> bool:
@@ -258,14 +265,14 @@ def load_cmplxbert(
     :class:`ComplexLoRAConfig` and :class:`CmplxBertConfig` (a version-1 ``cmplxbert.json``
     kept both under ``"lora"``; it loads the same), load the adapters.
 
-    Loading an MLM-pretrained model for ``task="classification"`` keeps the encoder's
-    adapters and norms, drops the MLM head and starts a new (seeded by torch's global RNG)
-    classifier, as fine-tuning from a pre-trained checkpoint does.
+    Loading an MLM-pretrained model for a classification task keeps the encoder's adapters
+    and norms, drops the MLM head and starts a new (seeded by torch's global RNG) classifier,
+    as fine-tuning from a pre-trained checkpoint does.
 
     Args:
         directory: a directory written by :func:`save_cmplxbert`.
-        task: ``"mlm"`` or ``"classification"``; default the saved model's.
-        num_labels: classes for ``"classification"`` (default: the saved model's).
+        task: one of :data:`TASKS`; default the saved model's.
+        num_labels: classes for the classification tasks (default: the saved model's).
         **overrides: fields of either config to change that do not alter the parameter
             layout (e.g. ``dropout``, ``attention_score``).
 
@@ -279,7 +286,7 @@ def load_cmplxbert(
     task = task or meta["task"]
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; allowed: {', '.join(TASKS)}")
-    if task == "classification":
+    if task in ("classification", "token_classification"):
         num_labels = num_labels or meta.get("num_labels")
     same = task == meta["task"]
     hf, new_head = load_hf_bert(meta["base"], task, num_labels)

@@ -98,10 +98,12 @@ class CmplxBertOutput:
     """What :meth:`CmplxBert.forward` returns (attribute access like HF's ModelOutput).
 
     Attributes:
-        loss: MLM cross-entropy (labels -100 ignored) or classification loss; None without
-            labels.
-        logits: real (B, T, V) MLM or (B, num_labels) classification logits; None for a
-            model without a head.
+        loss: MLM cross-entropy (labels -100 ignored), classification or token
+            classification loss, or for pre-training MLM + next-sentence loss (both labels
+            given); None without labels.
+        logits: real (B, T, V) MLM, (B, num_labels) classification or (B, T, num_labels)
+            token classification logits; None for a model without a head.
+        seq_relationship_logits: real (B, 2) next-sentence logits (pre-training) or None.
         last_hidden_state: complex (B, T, hidden).
         pooler_output: complex (B, hidden) (split tanh of the pooler) or None.
     """
@@ -110,6 +112,7 @@ class CmplxBertOutput:
     logits: Tensor | None = None
     last_hidden_state: Tensor | None = None
     pooler_output: Tensor | None = None
+    seq_relationship_logits: Tensor | None = None
 
 
 # --------------------------------------------------------------------------- blocks
@@ -377,11 +380,16 @@ class CmplxPredictions(nn.Module):
 
 
 class CmplxMLMHead(nn.Module):
-    """The MLM head (``predictions``); HF's ``BertOnlyMLMHead``."""
+    """The MLM head (``predictions``), HF's ``BertOnlyMLMHead``; with the next-sentence head
+    (``seq_relationship``, a LoRA-adapted linear on the pooled first token) HF's
+    ``BertPreTrainingHeads``."""
 
-    def __init__(self, predictions: CmplxPredictions) -> None:
+    def __init__(
+        self, predictions: CmplxPredictions, seq_relationship: ComplexLoRALinear | None = None
+    ) -> None:
         super().__init__()
         self.predictions = predictions
+        self.seq_relationship = seq_relationship
 
     def planar(self, x: Tensor) -> Tensor:
         return self.predictions.planar(x)
@@ -401,11 +409,13 @@ class CmplxBert(nn.Module):
         lora_config: the adapters' :class:`~complexformer.cmplxbert.ComplexLoRAConfig`.
         model_config: the :class:`~complexformer.cmplxbert.CmplxBertConfig` (attention score,
             head output, whitening, what trains).
-        task: ``"base"`` (no head), ``"mlm"`` or ``"classification"``.
+        task: ``"base"`` (no head), ``"mlm"``, ``"pretraining"`` (MLM and next-sentence
+            heads), ``"classification"`` or ``"token_classification"``.
         hf_config: the wrapped model's ``BertConfig`` (not copied).
         bert: embeddings, encoder (and pooler), named like transformers' ``BertModel``.
-        cls: the MLM head (``cls.predictions.transform`` / ``.decoder``) or None.
-        classifier: the LoRA-adapted classifier or None.
+        cls: the MLM head (``cls.predictions.transform`` / ``.decoder``, and for
+            pre-training the next-sentence head ``cls.seq_relationship``) or None.
+        classifier: the LoRA-adapted classifier (sequence or token classification) or None.
     """
 
     def __init__(
@@ -484,6 +494,7 @@ class CmplxBert(nn.Module):
         labels: Tensor | None = None,
         position_ids: Tensor | None = None,
         return_logits: bool = True,
+        next_sentence_label: Tensor | None = None,
     ) -> CmplxBertOutput:
         """HF-like forward.
 
@@ -494,6 +505,7 @@ class CmplxBert(nn.Module):
             labels: (B, T) MLM targets (-100 = ignored) or (B,) class ids / (B, num_labels)
                 floats (multi-label) / (B,) floats (regression, num_labels = 1).
             position_ids: (B, T) or (1, T) (default 0 .. T-1).
+            next_sentence_label: (B,) 0 (B follows A) or 1 (random B), for pre-training.
             return_logits: False (MLM with labels): the head runs only on the labelled
                 tokens, which gives the same loss for a fraction of the work, and
                 ``logits`` is None.
@@ -514,8 +526,8 @@ class CmplxBert(nn.Module):
             x = layer.planar(x, bias, ws)
         h = to_complex(x)  # (B, T, E) complex
         pooled = self.bert.pooler(h) if self.bert.pooler is not None else None
-        loss = logits = None
-        if self.task == "mlm":
+        loss = logits = nsp = None
+        if self.task in ("mlm", "pretraining"):
             if labels is not None and not return_logits:  # only the labelled tokens' rows
                 flat = labels.reshape(-1)
                 keep = flat != -100
@@ -527,13 +539,32 @@ class CmplxBert(nn.Module):
                     loss = F.cross_entropy(
                         logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
                     )
+        first = pooled if self.model_config.heads == "bert" else h[:, 0]  # (B, E) complex
+        if self.task == "pretraining":  # next-sentence logits (B, 2), HF's seq_relationship
+            nsp = self._to_real(self.cls.seq_relationship(first))
+            if next_sentence_label is None or labels is None:
+                loss = None
+            else:
+                loss = loss + F.cross_entropy(nsp, next_sentence_label.reshape(-1))
         elif self.task == "classification":
-            x = pooled if self.model_config.heads == "bert" else h[:, 0]
-            x = CF.complex_dropout(x, self.classifier_dropout, self.training)
+            x = CF.complex_dropout(first, self.classifier_dropout, self.training)
             logits = self._to_real(self.classifier(x))  # (B, num_labels)
             if labels is not None:
                 loss = self._classification_loss(logits, labels)
-        return CmplxBertOutput(loss=loss, logits=logits, last_hidden_state=h, pooler_output=pooled)
+        elif self.task == "token_classification":
+            x = CF.complex_dropout(h, self.classifier_dropout, self.training)
+            logits = self._to_real(self.classifier(x))  # (B, T, num_labels)
+            if labels is not None:
+                loss = F.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100
+                )
+        return CmplxBertOutput(
+            loss=loss,
+            logits=logits,
+            last_hidden_state=h,
+            pooler_output=pooled,
+            seq_relationship_logits=nsp,
+        )
 
     def _classification_loss(self, logits: Tensor, labels: Tensor) -> Tensor:
         n = logits.shape[-1]
