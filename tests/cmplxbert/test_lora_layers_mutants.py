@@ -339,3 +339,28 @@ def test_cached_keeps_a_value_only_while_no_gradient_can_flow():
         assert cached([p, None], extra=(2,)) == 6  # the value kept before was dropped
     frozen = layers[0].base_layer.weight  # requires_grad False
     assert cached([frozen, None]) == 7 and cached([frozen, None]) == 7  # under autograd too
+
+
+@pytest.mark.parametrize("where", ["dtype", "device"])
+def test_adapters_are_made_like_the_base_weight(where):
+    """Every adapter parameter (A, B, the complex bias) has the base weight's dtype and
+    device (the meta device stands in for an accelerator)."""
+    kw = {"dtype": torch.float64} if where == "dtype" else {"device": torch.device("meta")}
+    lin = ComplexLoRALinear(nn.Linear(5, 3, **kw), r=2)
+    emb = ComplexLoRAEmbedding(nn.Embedding(6, 4, **kw), r=2)
+    for p in (lin.lora_A, lin.lora_B, lin.bias_c, emb.lora_A, emb.lora_B):
+        assert getattr(p, where) == getattr(lin.base_layer.weight, where)
+    assert lin.bias_c.shape == (3, 2)
+
+
+def test_rank_zero_has_no_factors_and_no_scale():
+    for layer in (
+        ComplexLoRALinear(nn.Linear(5, 3), r=0, alpha=4.0),
+        ComplexLoRAEmbedding(nn.Embedding(6, 4), r=0, alpha=4.0),
+    ):
+        assert layer.lora_A is None and layer.lora_B is None
+        assert layer.complex_A is None and layer.delta_weight() is None
+        assert (layer.r, layer.alpha, layer.scaling) == (0, 4.0, 0.0)
+        assert [n for n, p in layer.named_parameters() if p.requires_grad] == (
+            ["bias_c"] if isinstance(layer, ComplexLoRALinear) else []
+        )
