@@ -364,3 +364,31 @@ def test_rank_zero_has_no_factors_and_no_scale():
         assert [n for n, p in layer.named_parameters() if p.requires_grad] == (
             ["bias_c"] if isinstance(layer, ComplexLoRALinear) else []
         )
+
+
+@pytest.mark.parametrize("r", [1, 4])
+@pytest.mark.parametrize("init", ["zero_b", "zero_a"])
+def test_reset_adapter_draws_the_documented_init(r, init):
+    """``zero_b``: B = 0, A ~ CN(0, 1/r); ``zero_a``: A = 0, B ~ CN(0, 1/in) (E|a|² is the
+    variance, here estimated from 400·r draws), also for r = 1; the complex bias is 0."""
+    torch.manual_seed(r)
+    layer = ComplexLoRALinear(nn.Linear(400, 400), r=r, init=init)
+    zero, drawn = (layer.lora_B, layer.lora_A) if init == "zero_b" else (layer.lora_A, layer.lora_B)
+    assert torch.equal(zero, torch.zeros_like(zero))
+    var = 1.0 / r if init == "zero_b" else 1.0 / 400
+    power = drawn.detach().pow(2).sum(-1).mean().item()  # mean |a|²
+    assert abs(power / var - 1.0) < 0.15
+    assert torch.equal(layer.bias_c, torch.zeros(400, 2))
+
+
+def test_merged_weight_is_a_non_persistent_buffer():
+    """While merged, W + s·A·Bᴴ is the buffer ``merged_weight``: moved and cast with the
+    module, never saved in the state dict."""
+    (layer,) = _layers((2,))
+    layer.merge()
+    assert "merged_weight" in dict(layer.named_buffers())
+    assert "merged_weight" not in layer.state_dict()
+    layer.to(torch.float64)
+    assert layer.merged_weight.dtype == torch.float64
+    z = _input(seed=14)
+    assert_close(layer(z), _reference(layer, z), atol=1e-6, rtol=1e-6)
