@@ -392,3 +392,20 @@ def test_merged_weight_is_a_non_persistent_buffer():
     assert layer.merged_weight.dtype == torch.float64
     z = _input(seed=14)
     assert_close(layer(z), _reference(layer, z), atol=1e-6, rtol=1e-6)
+
+
+def test_reset_adapter_after_training_and_merging():
+    """reset_adapter on a trained, merged layer: the complex bias back to 0, B = 0, the
+    layer unmerged (``merged`` is False again, also in its repr) and equal to its base."""
+    (layer,) = _layers((2,))
+    layer.merge()
+    assert layer.merged is True and "merged=True" in layer.extra_repr()
+    layer.reset_adapter()
+    assert layer.merged is False and layer.merged_weight is None
+    assert "merged=False" in layer.extra_repr()
+    assert torch.equal(layer.bias_c, torch.zeros(3, 2))
+    assert torch.equal(layer.lora_B, torch.zeros(6, 2, 2))
+    z = _input(seed=15)
+    assert_close(layer(z), _reference(layer, z), atol=1e-6, rtol=1e-6)
+    base = layer.base_layer
+    assert_close(layer(z), z @ base.weight.detach().T.to(z.dtype) + base.bias.detach().double())
