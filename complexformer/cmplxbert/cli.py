@@ -16,6 +16,7 @@ from .config import (
     WHITEN_CHOICES,
     CmplxBertConfig,
 )
+from .labelled import TASK_TYPES
 
 __all__ = ["add_cbert_parsers"]
 
@@ -127,8 +128,11 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from .finetune import FinetuneConfig, finetune
 
     apply_preset(args, "finetune")
+    token = args.task_type == "token"
     cfg = FinetuneConfig(
         task=args.task,
+        task_type=args.task_type,
+        pair_field=args.pair_field,
         models=tuple(args.models),
         seeds=tuple(args.seeds),
         epochs=args.epochs,
@@ -146,8 +150,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         heads=args.heads,
         pooling=args.pooling,
         real_lora_rank=args.real_lora_rank,
-        text_field=args.text_field,
-        label_field=args.label_field,
+        text_field=args.text_field or ("tokens" if token else "text"),
+        label_field=args.label_field or ("tags" if token else "label"),
         num_threads=args.threads,
         device=args.device,
     )
@@ -322,7 +326,8 @@ def add_cbert_parsers(sub) -> None:
     f = sub.add_parser(
         "finetune",
         help="fine-tune CmplxBERT and the real baselines for classification",
-        description="Fine-tune for sequence classification, once per seed: the CmplxBERT, the "
+        description="Fine-tune for sequence, sentence-pair or token classification, once per "
+        "seed: the CmplxBERT, the "
         "real BERT (full fine-tuning) and a real LoRA with about as many trainable parameters; "
         "report test accuracy and macro-F1 as mean ± std over seeds. Finished runs are kept "
         "in OUT/runs and skipped when the command is repeated.",
@@ -387,8 +392,22 @@ def add_cbert_parsers(sub) -> None:
         default=None,
         help="rank of the real LoRA baseline (default: match the trainable count)",
     )
-    f.add_argument("--text-field", default="text", help="text column")
-    f.add_argument("--label-field", default="label", help="label column")
+    f.add_argument(
+        "--task-type",
+        default="sequence",
+        choices=TASK_TYPES,
+        help="sequence: a text and a label; pair: two texts (--text-field, --pair-field) and "
+        "a label; token: words and one tag per word (default sequence)",
+    )
+    f.add_argument(
+        "--text-field",
+        default=None,
+        help="text column (default text; tokens for --task-type token)",
+    )
+    f.add_argument("--pair-field", default="text_pair", help="second text column, for pairs")
+    f.add_argument(
+        "--label-field", default=None, help="label column (default label; tags for token tasks)"
+    )
     f.add_argument("--device", default="auto", choices=DEVICES, help="device")
     f.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     f.add_argument("--json", action="store_true", help="also print the summary as JSON")

@@ -35,7 +35,7 @@ from .complexify import complexify
 from .config import CmplxBertConfig, ComplexLoRAConfig
 from .finetune_task import FinetuneTask
 from .io import trainable_parameter_counts
-from .labelled import ClassificationTask, load_classification_task
+from .labelled import TASK_TYPES, ClassificationTask, load_classification_task
 from .loading import (
     is_cmplxbert_dir,
     load_cmplxbert,
@@ -43,7 +43,7 @@ from .loading import (
     read_cmplxbert_meta,
     resolve_base,
 )
-from .metrics import classification_metrics, mean_std
+from .metrics import classification_metrics, mean_std, token_metrics
 from .real import add_real_lora
 
 __all__ = ["MODEL_KINDS", "FinetuneConfig", "build_classifier", "finetune"]
@@ -64,6 +64,10 @@ class FinetuneConfig(ConfigBase):
 
     Attributes:
         task: the data spec (:func:`complexformer.cmplxbert.labelled.load_classification_task`).
+        task_type: ``"sequence"`` (a text and a label), ``"pair"`` (two texts and a label;
+            the second text gets token type 1) or ``"token"`` (words and one tag per word;
+            the first sub-word of each word is scored); see
+            :mod:`complexformer.cmplxbert.labelled`.
         models: which of ``cmplxbert``, ``real``, ``real-lora`` to fine-tune.
         seeds: one run per seed and model (init of new heads, adapters, data order, dropout).
         epochs: passes over the training split.
@@ -87,13 +91,15 @@ class FinetuneConfig(ConfigBase):
         heads: ``"bert"`` or ``"linear"``, likewise.
         real_lora_rank: rank of the real LoRA baseline; None matches the CmplxBERT's count
             of trainable parameters.
-        text_field: text column of CSV/JSONL/HF data.
-        label_field: label column.
+        text_field: text column of CSV/JSONL/HF data (the words, for tokens).
+        label_field: label column (the tags, for tokens).
+        pair_field: the second text's column, for pairs.
         num_threads: torch CPU threads (None: torch's default).
         device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
     """
 
     task: str = "docstrings"
+    task_type: str = "sequence"
     models: tuple[str, ...] = MODEL_KINDS
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: int = 2
@@ -113,6 +119,7 @@ class FinetuneConfig(ConfigBase):
     real_lora_rank: int | None = None
     text_field: str = "text"
     label_field: str = "label"
+    pair_field: str = "text_pair"
     num_threads: int | None = None
     device: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict)
@@ -134,6 +141,10 @@ class FinetuneConfig(ConfigBase):
             raise ValueError(f"max_len must be >= 4, got {self.max_len}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.task_type not in TASK_TYPES:
+            raise ValueError(
+                f"task_type must be one of {', '.join(TASK_TYPES)}, got {self.task_type!r}"
+            )
         if self.pooling not in ("auto", "cls", "mean"):
             raise ValueError(f"pooling must be auto, cls or mean, got {self.pooling!r}")
         if self.device not in ("auto", "cpu", "cuda"):
@@ -152,7 +163,9 @@ def build_classifier(
     cfg: FinetuneConfig,
     real_lora_rank: int | None = None,
 ) -> nn.Module:
-    """A classification model of ``kind`` with its trainable parameters set.
+    """A classification model of ``kind`` with its trainable parameters set
+    (``BertForTokenClassification`` for ``cfg.task_type == "token"``, else
+    ``BertForSequenceClassification``).
 
     - ``cmplxbert``: ``model_path`` is a CmplxBERT directory (``complexformer complexify``;
       its adapters and norms are kept, the MLM head dropped) or a plain BERT, complexified
@@ -161,11 +174,12 @@ def build_classifier(
     - ``real-lora``: the real BERT frozen, real LoRA of rank ``real_lora_rank`` on the
       encoder's linears; LayerNorms and the new classifier train (as in the complex model).
     """
+    hf_task = "token_classification" if cfg.task_type == "token" else "classification"
     if kind == "cmplxbert":
         if is_cmplxbert_dir(model_path):
-            model = load_cmplxbert(model_path, "classification", num_labels)[0]
+            model = load_cmplxbert(model_path, hf_task, num_labels)[0]
         else:
-            hf, _ = load_hf_bert(model_path, "classification", num_labels)
+            hf, _ = load_hf_bert(model_path, hf_task, num_labels)
             model = complexify(
                 hf,
                 ComplexLoRAConfig(r=cfg.rank),
@@ -178,7 +192,7 @@ def build_classifier(
             )
         model.classifier.base_layer.requires_grad_(True)  # new weights: they must learn
         return model
-    hf, _ = load_hf_bert(_base_of(model_path), "classification", num_labels)
+    hf, _ = load_hf_bert(_base_of(model_path), hf_task, num_labels)
     if kind == "real":
         return hf.requires_grad_(True)
     if kind == "real-lora":
@@ -226,16 +240,17 @@ class MeanPooled(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids, attention_mask, labels=None):
+    def forward(self, input_ids, attention_mask, labels=None, token_type_ids=None):
         m = self.model
         w = attention_mask.unsqueeze(-1)  # (B, T, 1)
+        kw = {"attention_mask": attention_mask, "token_type_ids": token_type_ids}
         if hasattr(m, "lora_config"):  # CmplxBert
-            h = m(input_ids, attention_mask=attention_mask).last_hidden_state  # (B, T, E)
+            h = m(input_ids, **kw).last_hidden_state  # (B, T, E)
             mean = (h * w.to(h.real.dtype)).sum(1) / w.sum(1).clamp(min=1)  # (B, E) complex
             x = CF.complex_dropout(mean, m.classifier_dropout, m.training)
             logits = m._to_real(m.classifier(x))
         else:  # transformers BertForSequenceClassification
-            h = m.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            h = m.bert(input_ids=input_ids, **kw).last_hidden_state
             mean = (h * w.to(h.dtype)).sum(1) / w.sum(1).clamp(min=1)
             logits = m.classifier(m.dropout(mean))
         loss = None if labels is None else nn.functional.cross_entropy(logits, labels)
@@ -280,12 +295,13 @@ def _run_one(
     seed: int,
     pad_id: int,
     run_dir: Path,
+    label_names: list[str] | None = None,
 ) -> tuple[dict[str, Any], nn.Module]:
     """Fine-tune one (model, seed) with :func:`complexformer.training.train_task` in
     ``run_dir`` (an interrupted run resumes from its last checkpoint, which is deleted once
     the run is done); returns the result record and the trained model."""
     settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_RUN_SETTINGS}
-    task = FinetuneTask(kind, build, data, settings, seed, cfg.batch_size, pad_id)
+    task = FinetuneTask(kind, build, data, settings, seed, cfg.batch_size, pad_id, label_names)
     steps = task.steps_per_epoch * cfg.epochs
     tc = _train_config(cfg, seed, steps, task.steps_per_epoch, run_dir)
     t0 = time.perf_counter()
@@ -314,14 +330,56 @@ def _subset(texts: list[str], labels: list[int], n: int | None) -> tuple[list, l
     return [texts[i] for i in keep], [labels[i] for i in keep]
 
 
+def _word_labels(enc, i: int, tags: list[int]) -> list[int]:
+    """The tag of each word on its first sub-word token, -100 on the others and on [CLS],
+    [SEP] (``word_ids`` of a fast tokenizer)."""
+    out, prev = [], None
+    for w in enc.word_ids(i):
+        out.append(-100 if w is None or w == prev else tags[w])
+        prev = w
+    return out
+
+
 def _tokenize(tokenizer, task: ClassificationTask, cfg: FinetuneConfig):
+    """``{split: (ids, labels)}``, with the token type ids as a third element for pairs
+    and per-token labels for token tasks."""
     data = {}
-    for s, (texts, labels) in task.splits.items():
+    kw = {"truncation": True, "max_length": cfg.max_len}
+    for s, (inputs, labels) in task.splits.items():
         cap = cfg.max_train_examples if s == "train" else cfg.max_eval_examples
-        texts, labels = _subset(texts, labels, cap)
-        enc = tokenizer(list(texts), truncation=True, max_length=cfg.max_len)["input_ids"]
-        data[s] = ([list(e) for e in enc], list(labels))
+        inputs, labels = _subset(inputs, labels, cap)
+        if task.task_type == "pair":
+            enc = tokenizer([a for a, _ in inputs], [b for _, b in inputs], **kw)
+            data[s] = (
+                [list(e) for e in enc["input_ids"]],
+                list(labels),
+                [list(e) for e in enc["token_type_ids"]],
+            )
+        elif task.task_type == "token":
+            enc = tokenizer([list(w) for w in inputs], is_split_into_words=True, **kw)
+            data[s] = (
+                [list(e) for e in enc["input_ids"]],
+                [_word_labels(enc, i, y) for i, y in enumerate(labels)],
+            )
+        else:
+            enc = tokenizer(list(inputs), **kw)["input_ids"]
+            data[s] = ([list(e) for e in enc], list(labels))
     return data
+
+
+def _majority(task: ClassificationTask, data, cfg: FinetuneConfig) -> dict[str, Any]:
+    """The majority-class (tag) baseline on the test examples used."""
+    majority = task.majority_baseline("test")
+    if cfg.max_eval_examples is None:
+        return majority
+    top = task.labels.index(majority["label"])
+    y = data["test"][1]
+    if task.task_type == "token":
+        words = [[t for t in lab if t != -100] for lab in y]
+        metrics = token_metrics(words, [[top] * len(w) for w in words], task.labels)
+    else:
+        metrics = classification_metrics(y, [top] * len(y))
+    return {"label": majority["label"], **metrics}
 
 
 def finetune(
@@ -350,22 +408,20 @@ def finetune(
     out = Path(out_dir)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     with cpu_settings(cfg.num_threads or None):
-        task = load_classification_task(cfg.task, cfg.text_field, cfg.label_field)
-        log(f"task {task.name}: {task.num_labels} classes, sizes {task.stats()}")
+        task = load_classification_task(
+            cfg.task, cfg.text_field, cfg.label_field, cfg.task_type, cfg.pair_field
+        )
+        log(f"task {task.name} ({task.task_type}): {task.num_labels} classes, sizes {task.stats()}")
         src = model_path if is_cmplxbert_dir(model_path) else resolve_base(model_path)
         local = {"local_files_only": True} if Path(src).exists() else {}
         tok = transformers.AutoTokenizer.from_pretrained(src, **local)
         data = _tokenize(tok, task, cfg)
         pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
-        pooling = resolve_pooling(cfg.pooling, model_path)
+        pooling = (
+            "tokens" if task.task_type == "token" else resolve_pooling(cfg.pooling, model_path)
+        )
         log(f"pooling: {pooling}")
-        majority = task.majority_baseline("test")
-        if cfg.max_eval_examples is not None:
-            top = task.labels.index(majority["label"])
-            majority = {
-                "label": majority["label"],
-                **classification_metrics(data["test"][1], [top] * len(data["test"][1])),
-            }
+        majority = _majority(task, data, cfg)
         log(f"majority class '{majority['label']}': test accuracy {majority['accuracy']:.3f}")
         runs: list[dict[str, Any]] = []
         counts: dict[str, int] = {}
@@ -394,7 +450,7 @@ def finetune(
                     return MeanPooled(model) if pooling == "mean" else model
 
                 run_dir = out / "train" / f"{kind}-seed{seed}"
-                res, model = _run_one(kind, build, data, cfg, seed, pad_id, run_dir)
+                res, model = _run_one(kind, build, data, cfg, seed, pad_id, run_dir, task.labels)
                 trainable, total = trainable_parameter_counts(model)
                 counts[kind] = trainable
                 rec = {
@@ -419,6 +475,7 @@ def finetune(
             "config": asdict(cfg),
             "pooling": pooling,
             "task": task.name,
+            "task_type": task.task_type,
             "labels": task.labels,
             "sizes": {s: len(v[0]) for s, v in data.items()},
             "majority": majority,
@@ -437,7 +494,11 @@ def _summarise(runs: list[dict[str, Any]], kinds) -> dict[str, dict[str, Any]]:
             continue
         acc = mean_std([r["test"]["accuracy"] for r in rs])
         f1 = mean_std([r["test"]["macro_f1"] for r in rs])
+        if all("entity_f1" in r["test"] for r in rs):
+            ent = mean_std([r["test"]["entity_f1"] for r in rs])
+            out.setdefault(kind, {}).update(entity_f1_mean=ent[0], entity_f1_std=ent[1])
         out[kind] = {
+            **out.get(kind, {}),
             "n": len(rs),
             "accuracy_mean": acc[0],
             "accuracy_std": acc[1],
@@ -455,6 +516,7 @@ def _markdown(p: dict[str, Any]) -> str:
         "real": "real BERT (full fine-tuning)",
         "real-lora": "real BERT + real LoRA",
     }
+    entity = bool(p["summary"]) and all("entity_f1_mean" in s for s in p["summary"].values())
     rows = [
         [
             names[k],
@@ -462,6 +524,7 @@ def _markdown(p: dict[str, Any]) -> str:
             f"{s['trainable_params']:,}",
             f"{s['accuracy_mean']:.4f} ± {s['accuracy_std']:.4f}",
             f"{s['macro_f1_mean']:.4f} ± {s['macro_f1_std']:.4f}",
+            *([f"{s['entity_f1_mean']:.4f} ± {s['entity_f1_std']:.4f}"] if entity else []),
             f"{s['train_s_mean']:.0f}",
         ]
         for k, s in p["summary"].items()
@@ -474,6 +537,7 @@ def _markdown(p: dict[str, Any]) -> str:
             "0",
             f"{m['accuracy']:.4f}",
             f"{m['macro_f1']:.4f}",
+            *([f"{m.get('entity_f1', 0.0):.4f}"] if entity else []),
             "-",
         ]
     )
@@ -484,10 +548,14 @@ def _markdown(p: dict[str, Any]) -> str:
         f"{c['epochs']} epochs, lr {c['lr']:g}, batch {c['batch_size']}, max_len "
         f"{c['max_len']}, {p['pooling']} pooling, seeds {list(c['seeds'])}; model "
         f"`{p['model']}`.\n\n"
-        "Test accuracy and macro-F1: mean ± std over seeds.\n\n"
+        + (
+            "Test token accuracy (= token-level micro-F1), macro-F1 over tags"
+            + (" and entity F1 (BIO chunks, as seqeval)" if entity else "")
+            if p.get("task_type") == "token"
+            else "Test accuracy and macro-F1"
+        )
+        + ": mean ± std over seeds.\n\n"
     )
-    return head + markdown_table(
-        ["model", "seeds", "trainable params", "accuracy", "macro-F1", "train s"],
-        rows,
-        align="lrrrrr",
-    )
+    cols = ["model", "seeds", "trainable params", "accuracy", "macro-F1"]
+    cols += ["entity F1"] if entity else []
+    return head + markdown_table([*cols, "train s"], rows, align="lrr" + "r" * (len(cols) - 2))

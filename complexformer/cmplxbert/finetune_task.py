@@ -1,4 +1,5 @@
-"""One fine-tuning run for sequence classification as a :class:`TrainTask` of the shared loop.
+"""One fine-tuning run (sequence, sentence-pair or token classification) as a
+:class:`TrainTask` of the shared loop.
 
 Tamburini 2024 (sec. 5) fine-tunes each model (CmplxBERT and the two real baselines) with
 AdamW, a linear warm-up then linear decay, for a few epochs. :class:`FinetuneTask` plugs one
@@ -33,7 +34,7 @@ from complexformer._runtime import eval_mode
 from complexformer.training.task import StepLoss, TrainTask
 
 from .io import trainable_parameter_counts
-from .metrics import classification_metrics
+from .metrics import classification_metrics, token_metrics
 
 __all__ = ["FinetuneTask", "collate", "predict"]
 
@@ -42,17 +43,32 @@ RESULT_FILE = "result.json"
 
 
 def collate(
-    ids: list[list[int]], labels: list[int], rows: list[int], pad_id: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(input_ids (n, T), attention_mask (n, T), labels (n,)) of the examples ``rows``,
-    right-padded with ``pad_id`` to the longest."""
+    ids: list[list[int]],
+    labels: list[Any],
+    rows: list[int],
+    pad_id: int,
+    token_types: list[list[int]] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(input_ids (n, T), attention_mask (n, T), labels, token_type_ids (n, T) or None) of
+    the examples ``rows``, right-padded with ``pad_id`` to the longest. Labels are (n,) class
+    ids, or (n, T) token labels (lists per example) padded with -100."""
     t = max(len(ids[j]) for j in rows)
     x = torch.full((len(rows), t), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), t), dtype=torch.long)
+    tt = None if token_types is None else torch.zeros((len(rows), t), dtype=torch.long)
+    per_token = isinstance(labels[rows[0]], list)
+    y = torch.full((len(rows), t), -100, dtype=torch.long) if per_token else None
     for row, j in enumerate(rows):
-        x[row, : len(ids[j])] = torch.tensor(ids[j])
-        mask[row, : len(ids[j])] = 1
-    return x, mask, torch.tensor([labels[j] for j in rows])
+        n = len(ids[j])
+        x[row, :n] = torch.tensor(ids[j])
+        mask[row, :n] = 1
+        if tt is not None:
+            tt[row, :n] = torch.tensor(token_types[j])
+        if y is not None:
+            y[row, :n] = torch.tensor(labels[j])
+    if y is None:
+        y = torch.tensor([labels[j] for j in rows])
+    return x, mask, y, tt
 
 
 def _chunks(n: int, size: int):
@@ -60,17 +76,34 @@ def _chunks(n: int, size: int):
         yield list(range(i, min(i + size, n)))
 
 
+def _inputs(x, m, tt, device) -> dict[str, torch.Tensor]:
+    kw = {"input_ids": x.to(device), "attention_mask": m.to(device)}
+    if tt is not None:
+        kw["token_type_ids"] = tt.to(device)
+    return kw
+
+
 @torch.no_grad()
 def predict(
-    model: nn.Module, ids: list[list[int]], pad_id: int, device: torch.device, batch_size: int = 64
-) -> list[int]:
-    """Argmax class of every example."""
-    out: list[int] = []
+    model: nn.Module,
+    split: tuple,
+    pad_id: int,
+    device: torch.device,
+    batch_size: int = 64,
+) -> list[Any]:
+    """Argmax class of every example of ``split`` ((ids, labels[, token types])); for token
+    labels, the argmax tag of every labelled token (label != -100) of each example."""
+    ids, labels = split[0], split[1]
+    token_types = split[2] if len(split) > 2 else None
+    out: list[Any] = []
     with eval_mode(model):
         for rows in _chunks(len(ids), batch_size):
-            x, m, _ = collate(ids, [0] * len(ids), rows, pad_id)
-            logits = model(input_ids=x.to(device), attention_mask=m.to(device)).logits
-            out += logits.argmax(-1).tolist()
+            x, m, y, tt = collate(ids, labels, rows, pad_id, token_types)
+            pred = model(**_inputs(x, m, tt, device)).logits.argmax(-1).cpu()
+            if y.dim() == 1:
+                out += pred.tolist()
+            else:
+                out += [p[t != -100].tolist() for p, t in zip(pred, y, strict=True)]
     return out
 
 
@@ -87,6 +120,11 @@ class FinetuneTask(TrainTask):
         seed: the data-order seed.
         batch_size: examples per update.
         pad_id: the tokenizer's padding id.
+        label_names: the class (tag) names; token tasks use them for the entity F1 of BIO
+            tags.
+
+    A split may carry token type ids as a third element (sentence pairs), and token tasks
+    have a list of labels per example (-100 where a token is not scored).
     """
 
     aux_name = None
@@ -100,12 +138,15 @@ class FinetuneTask(TrainTask):
         seed: int,
         batch_size: int,
         pad_id: int,
+        label_names: list[str] | None = None,
     ) -> None:
         if not data["train"][0]:
             raise ValueError("FinetuneTask: the train split is empty")
         self.name, self.build, self.data = name, build, data
         self.settings = json.loads(json.dumps(settings))
         self.seed, self.batch_size, self.pad_id = int(seed), int(batch_size), int(pad_id)
+        self.label_names = list(label_names or [])
+        self.per_token = bool(data["train"][1]) and isinstance(data["train"][1][0], list)
         self.steps_per_epoch = math.ceil(len(data["train"][0]) / self.batch_size)
         self.model: nn.Module | None = None
         self.result: dict[str, Any] | None = None
@@ -171,12 +212,20 @@ class FinetuneTask(TrainTask):
         atomic_write_text(out / "config.json", json.dumps(self.config_dict(), indent=2) + "\n")
 
     # -- loss and evaluation ---------------------------------------------------------------
+    def _collate(self, split: str, rows: list[int]):
+        d = self.data[split]
+        return collate(d[0], d[1], rows, self.pad_id, d[2] if len(d) > 2 else None)
+
+    def _metrics(self, true: list[Any], pred: list[Any]) -> dict[str, float]:
+        if not self.per_token:
+            return classification_metrics(true, pred)
+        true = [[t for t in y if t != -100] for y in true]
+        return token_metrics(true, pred, self.label_names)
+
     def step_loss(self, model, batch, step, micro) -> StepLoss:
-        ids, labels = self.data["train"]
-        rows = self.batch_rows(step, micro)
-        x, m, y = collate(ids, labels, rows, self.pad_id)
+        x, m, y, tt = self._collate("train", self.batch_rows(step, micro))
         device = batch.device
-        out = model(input_ids=x.to(device), attention_mask=m.to(device), labels=y.to(device))
+        out = model(**_inputs(x, m, tt, device), labels=y.to(device))
         return StepLoss(out.loss, out.loss)
 
     def n_val_blocks(self, max_blocks) -> int:
@@ -184,37 +233,39 @@ class FinetuneTask(TrainTask):
 
     @torch.no_grad()
     def evaluate(self, model, batch_size, device, bf16, rank, world_size, max_blocks):
-        """Mean cross-entropy (``loss``, ``ppl`` = exp) and accuracy on the validation split."""
-        ids, labels = self.data["validation"]
+        """Mean cross-entropy (``loss``, ``ppl`` = exp) and accuracy on the validation split
+        (per example, or per labelled token for token tasks)."""
+        ids = self.data["validation"][0]
         if not ids:
             return None
-        nll, correct = 0.0, 0
+        nll, correct, count = 0.0, 0, 0
         with eval_mode(model):
             for rows in _chunks(len(ids), 64):
-                x, m, y = collate(ids, labels, rows, self.pad_id)
-                logits = model(input_ids=x.to(device), attention_mask=m.to(device)).logits
-                y = y.to(device)
-                nll += float(
-                    nn.functional.cross_entropy(logits.float(), y, reduction="sum").double()
-                )
+                x, m, y, tt = self._collate("validation", rows)
+                logits = model(**_inputs(x, m, tt, device)).logits
+                logits, y = logits.reshape(-1, logits.shape[-1]).float(), y.to(device).reshape(-1)
+                keep = y != -100
+                logits, y = logits[keep], y[keep]
+                nll += float(nn.functional.cross_entropy(logits, y, reduction="sum").double())
                 correct += int((logits.argmax(-1) == y).sum())
-        loss = nll / len(ids)
+                count += len(y)
+        loss = nll / max(count, 1)
         return {
             "loss": loss,
             "ppl": math.exp(min(loss, 700.0)),
-            "tokens": len(ids),
-            "accuracy": correct / len(ids),
+            "tokens": count,
+            "accuracy": correct / max(count, 1),
         }
 
     def save_final(self, model, directory: Path) -> None:
         """Classify the validation and test splits and write their metrics and the test
         predictions to ``directory/result.json`` (fine-tuning keeps results, not weights)."""
         device = next(model.parameters()).device
-        val_pred = predict(model, self.data["validation"][0], self.pad_id, device)
-        test_pred = predict(model, self.data["test"][0], self.pad_id, device)
+        val_pred = predict(model, self.data["validation"], self.pad_id, device)
+        test_pred = predict(model, self.data["test"], self.pad_id, device)
         self.result = {
-            "validation": classification_metrics(self.data["validation"][1], val_pred),
-            "test": classification_metrics(self.data["test"][1], test_pred),
+            "validation": self._metrics(self.data["validation"][1], val_pred),
+            "test": self._metrics(self.data["test"][1], test_pred),
             "test_predictions": test_pred,
         }
         directory = Path(directory)
