@@ -25,13 +25,16 @@ def _randomise(layer, seed=0):
                 p.copy_(0.3 * torch.randn(p.shape, generator=g, dtype=torch.float64))
 
 
+S = 1.5  # the scale s = alpha / r of the layers of _layers
+
+
 def _reference(layer, z):
-    """(W + s·A·Bᴴ)·z + b + b_c in complex float64."""
+    """(W + s·A·Bᴴ)·z + b + b_c in complex float64 (s = S, as _layers makes it)."""
     w = layer.base_layer.weight.detach().to(torch.complex128)
     if layer.r > 0:
         a = torch.view_as_complex(layer.lora_A.detach().double())
         b = torch.view_as_complex(layer.lora_B.detach().double())
-        w = w + layer.scaling * a @ b.conj().T
+        w = w + S * a @ b.conj().T
     y = z.to(torch.complex128) @ w.T
     if layer.base_layer.bias is not None:
         y = y + layer.base_layer.bias.detach().double()
@@ -50,7 +53,7 @@ def _layers(ranks, n_in=6, dtype=torch.float32):
     for i, r in enumerate(ranks):
         torch.manual_seed(20 + i)
         base = nn.Linear(n_in, 3 + i, bias=i != 1)
-        m = ComplexLoRALinear(base, r=r, alpha=1.5 * (r or 1), complex_bias=i != 2)
+        m = ComplexLoRALinear(base, r=r, alpha=S * (r or 1), complex_bias=i != 2)
         if r:
             _randomise(m, seed=30 + i)
         elif m.bias_c is not None:
@@ -77,11 +80,12 @@ def test_linear_extra_repr_names_every_setting():
     assert bare.extra_repr().endswith("init='zero_a', merged=False, complex_bias=False")
 
 
-def _naive_table(layer):
+def _naive_table(layer, s):
+    """E + s·A·Bᴴ as a complex float64 table."""
     e = layer.base_layer.weight.detach().to(torch.complex128)
     a = torch.view_as_complex(layer.lora_A.detach().double())
     b = torch.view_as_complex(layer.lora_B.detach().double())
-    return e + layer.scaling * a @ b.conj().T
+    return e + s * a @ b.conj().T
 
 
 def test_embedding_planar_forward_rank_one_and_any_index_shape():
@@ -90,7 +94,7 @@ def test_embedding_planar_forward_rank_one_and_any_index_shape():
     torch.manual_seed(3)
     layer = ComplexLoRAEmbedding(nn.Embedding(9, 5, padding_idx=0), r=1, alpha=2.0)
     _randomise(layer, seed=6)
-    table = _naive_table(layer)
+    table = _naive_table(layer, 2.0)  # s = alpha / r = 2 / 1
     for idx in (torch.tensor([3, 0, 8, 3]), torch.tensor([[[1, 2], [7, 0]], [[4, 4], [5, 6]]])):
         want = _rows(table[idx])
         for merged in (False, True):
@@ -114,7 +118,7 @@ def test_embedding_planar_forward_in_the_base_dtype(grad):
     with torch.set_grad_enabled(grad):
         rows = layer.planar_forward(idx)
     assert rows.dtype == torch.float32 and rows.shape == (2, 3, 2, 4)
-    assert_close(rows.double(), _rows(_naive_table(layer)[idx]), atol=1e-6, rtol=1e-6)
+    assert_close(rows.double(), _rows(_naive_table(layer, 1.5)[idx]), atol=1e-6, rtol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -172,7 +176,7 @@ def test_embedding_forward_masks_the_padding_row_of_a():
     _randomise(layer, seed=9)
     idx = torch.tensor([[3, 1, 3], [6, 1, 0]])
     y = layer(idx)
-    assert_close(y.to(torch.complex128), _naive_table(layer)[idx], atol=1e-6, rtol=1e-6)
+    assert_close(y.to(torch.complex128), _naive_table(layer, 2.5)[idx], atol=1e-6, rtol=1e-6)
     g = torch.randn(y.shape, dtype=y.dtype, generator=torch.Generator().manual_seed(3))
     (y * g).real.sum().backward()
     assert torch.equal(layer.lora_A.grad[3], torch.zeros(2, 2))
@@ -290,7 +294,7 @@ def test_linear_adapter_dropout_in_training(r):
     b = torch.view_as_complex(layer.lora_B.detach())
     base = layer.base_layer
     want = z @ base.weight.detach().T.to(z.dtype) + base.bias.detach()
-    want = want + layer.scaling * (z * mask) @ (a @ b.conj().T).T
+    want = want + S * (z * mask) @ (a @ b.conj().T).T
     want = want + torch.view_as_complex(layer.bias_c.detach())
     assert_close(y.detach(), want, atol=1e-12, rtol=1e-12)
     assert not torch.allclose(mask, torch.ones_like(mask))  # some entries were dropped
