@@ -163,6 +163,42 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_study(args: argparse.Namespace) -> int:
+    from .study import StudyConfig, run_study
+
+    lora, model_config = _complexify_config(apply_preset(args, "complexify"))
+    cfg = StudyConfig(
+        base=args.base,
+        data=args.data,
+        task=args.task,
+        lora=lora,
+        model=model_config,
+        max_steps=args.max_steps,
+        every=args.every,
+        batch_size=args.batch_size,
+        grad_accum=args.grad_accum,
+        max_len=args.max_len,
+        lr=args.lr,
+        warmup_frac=args.warmup_frac,
+        weight_decay=args.weight_decay,
+        seeds=tuple(args.seeds),
+        ft_epochs=args.ft_epochs,
+        ft_lr=args.ft_lr,
+        ft_batch_size=args.ft_batch_size,
+        max_train_examples=args.max_train_examples,
+        max_eval_examples=args.max_eval_examples,
+        pooling=args.pooling,
+        seed=args.seed,
+        num_threads=args.threads,
+        device=args.device,
+    )
+    run_study(cfg, args.out)
+    print()
+    print(Path(args.out, "study.md").read_text(encoding="utf-8"))
+    print(f"plot: {Path(args.out, 'study.png')}")
+    return 0
+
+
 def cmd_analyze_embeddings(args: argparse.Namespace) -> int:
     from .._report import write_report
     from .analysis import embedding_components, imaginary_energy_share, plot_embedding_scatter
@@ -265,7 +301,8 @@ def _model_options(p: argparse.ArgumentParser, when: str) -> None:
 
 
 def add_cbert_parsers(sub) -> None:
-    """Register ``complexify``, ``finetune`` and ``analyze-embeddings`` on ``sub``."""
+    """Register ``complexify``, ``finetune``, ``cbert-study`` and ``analyze-embeddings`` on
+    ``sub``."""
     fmt = argparse.RawDescriptionHelpFormatter
     c = sub.add_parser(
         "complexify",
@@ -412,6 +449,58 @@ def add_cbert_parsers(sub) -> None:
     f.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     f.add_argument("--json", action="store_true", help="also print the summary as JSON")
     f.set_defaults(func=cmd_finetune)
+
+    st = sub.add_parser(
+        "cbert-study",
+        help="fine-tune CmplxBERT at MLM steps 0, N, 2N, ...: the convergence curve",
+        description="One MLM run of --max-steps updates with a checkpoint every --every; the "
+        "adapters at steps 0, N, 2N, ... are fine-tuned on --task (one run per seed), next to "
+        "the real BERT, the real LoRA and the complexified model in real mode; writes "
+        "study.json, study.md and study.png (accuracy and MLM loss against MLM steps). A "
+        "repeated command resumes and skips finished runs.",
+        formatter_class=fmt,
+    )
+    st.add_argument(
+        "--base", required=True, help="Hugging Face BERT: hub name, local directory, or 'minilm'"
+    )
+    st.add_argument(
+        "--data",
+        default="docstrings",
+        help="MLM corpus: docstrings (the task's training texts), stdlib, text:GLOB or "
+        "hf:NAME[:CONFIG] (default docstrings)",
+    )
+    st.add_argument("--task", default="docstrings", help="fine-tuning task (default docstrings)")
+    st.add_argument("--out", required=True, help="study folder")
+    _lora_options(st)
+    st.add_argument("--max-steps", type=int, default=2000, help="MLM updates (default 2000)")
+    st.add_argument("--every", type=int, default=500, help="MLM steps between points (500)")
+    st.add_argument(
+        "--batch-size", type=int, default=None, help="MLM batch (default 32, paper preset 512)"
+    )
+    st.add_argument("--grad-accum", type=int, default=1, help="micro-steps per MLM update")
+    st.add_argument("--max-len", type=int, default=128, help="tokens per sequence (default 128)")
+    st.add_argument("--lr", type=float, default=None, help="MLM peak learning rate (1e-4)")
+    st.add_argument("--warmup-frac", type=float, default=None, help="MLM warm-up fraction")
+    st.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
+    st.add_argument(
+        "--seeds", nargs="+", type=int, default=[0, 1, 2], help="fine-tuning seeds (0 1 2)"
+    )
+    st.add_argument("--ft-epochs", type=int, default=2, help="fine-tuning epochs (default 2)")
+    st.add_argument("--ft-lr", type=float, default=1e-4, help="fine-tuning lr (default 1e-4)")
+    st.add_argument("--ft-batch-size", type=int, default=16, help="fine-tuning batch (16)")
+    st.add_argument(
+        "--max-train-examples", type=int, default=None, help="fine-tune on N random examples"
+    )
+    st.add_argument(
+        "--max-eval-examples", type=int, default=None, help="validate/test on N random examples"
+    )
+    st.add_argument(
+        "--pooling", default="auto", choices=("auto", "cls", "mean"), help="see finetune"
+    )
+    st.add_argument("--seed", type=int, default=0, help="seed of the MLM run")
+    st.add_argument("--device", default="auto", choices=DEVICES, help="device (default auto)")
+    st.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    st.set_defaults(func=cmd_study)
 
     a = sub.add_parser(
         "analyze-embeddings",

@@ -1,0 +1,303 @@
+"""Convergence study: does more MLM pre-training close the fine-tuning gap of CmplxBERT?
+
+Tamburini 2024 continues MLM pre-training of the complexified BERT before fine-tuning, and its
+claim is that the result is "in line with" the real BERT. :func:`run_study` measures that
+curve on one machine, in named steps:
+
+1. ``pretrain``: one MLM run of ``max_steps`` updates (the shared loop, one learning-rate
+   schedule), with a checkpoint every ``every`` updates, all kept;
+2. ``export``: the adapters at MLM steps 0 (the fresh complexified model), ``every``,
+   ``2·every``, ... saved as CmplxBERT directories, with the validation MLM loss of each;
+3. ``finetune``: each point fine-tuned on the labelled task, one run per seed;
+4. ``references``: the real BERT (full fine-tuning), the real LoRA with as many trainable
+   parameters and the complexified model in real mode (real scores and heads, no MLM), fine-tuned
+   on the same data and seeds: horizontal lines;
+5. ``report``: ``study.json``, ``study.md`` and ``study.png`` (accuracy and MLM loss against
+   MLM steps).
+
+Every step keeps what it wrote: a repeated command resumes the MLM run from its newest
+checkpoint and skips finished fine-tuning runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from complexformer._config import ConfigBase
+from complexformer._report import markdown_table, write_report
+from complexformer._runtime import cpu_settings
+from complexformer.training import METRICS_FILE, TrainConfig, train_task
+from complexformer.training.checkpoint import CHECKPOINTS_DIR, list_checkpoints, load_checkpoint
+
+from .config import CmplxBertConfig, ComplexLoRAConfig
+from .docstrings import build_docstring_dataset
+from .finetune import FinetuneConfig, finetune
+from .loading import is_cmplxbert_dir
+from .mlm import MLMTask
+
+__all__ = ["StudyConfig", "run_study"]
+
+
+@dataclass
+class StudyConfig(ConfigBase):
+    """Settings of :func:`run_study`.
+
+    Attributes:
+        base: the real BERT (hub name, local directory or ``minilm``).
+        data: the MLM corpus: ``docstrings`` (the docstring task's training texts) or a
+            corpus spec of ``complexformer train`` (``stdlib``, ``text:GLOB``, ``hf:NAME``).
+        task: the fine-tuning task spec (``docstrings`` by default).
+        lora: the adapters; model: the complex model (e.g. ``CmplxBertConfig.paper()``).
+        max_steps: MLM updates; every: the spacing of the points (steps 0, every, ...).
+        batch_size, grad_accum, max_len, lr, warmup_frac, weight_decay: the MLM run's.
+        seeds: fine-tuning seeds per point; ft_epochs, ft_lr, ft_batch_size: fine-tuning's.
+        max_train_examples, max_eval_examples: fixed random subsets for fine-tuning.
+        pooling: fine-tuning's sentence vector (see :class:`FinetuneConfig`).
+        seed: the MLM run's seed.
+        num_threads, device: as for training.
+    """
+
+    base: str = "minilm"
+    data: str = "docstrings"
+    task: str = "docstrings"
+    lora: ComplexLoRAConfig = field(default_factory=ComplexLoRAConfig)
+    model: CmplxBertConfig = field(default_factory=CmplxBertConfig)
+    max_steps: int = 2000
+    every: int = 500
+    batch_size: int = 32
+    grad_accum: int = 1
+    max_len: int = 128
+    lr: float = 1e-4
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.01
+    seeds: tuple[int, ...] = (0, 1, 2)
+    ft_epochs: int = 2
+    ft_lr: float = 1e-4
+    ft_batch_size: int = 16
+    max_train_examples: int | None = None
+    max_eval_examples: int | None = None
+    pooling: str = "auto"
+    seed: int = 0
+    num_threads: int | None = None
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        self.seeds = tuple(int(s) for s in self.seeds)
+        if isinstance(self.lora, dict):
+            self.lora = ComplexLoRAConfig.from_dict(self.lora)
+        if isinstance(self.model, dict):
+            self.model = CmplxBertConfig.from_dict(self.model)
+        if not (isinstance(self.every, int) and self.every >= 1):
+            raise ValueError(f"StudyConfig: every must be an integer >= 1, got {self.every!r}")
+        if not (isinstance(self.max_steps, int) and self.max_steps >= self.every):
+            raise ValueError(
+                f"StudyConfig: max_steps must be an integer >= every ({self.every}), got "
+                f"{self.max_steps!r}"
+            )
+        if not self.seeds:
+            raise ValueError("StudyConfig: seeds must name at least one seed")
+
+    @property
+    def steps(self) -> list[int]:
+        """The MLM steps of the points: 0, every, 2·every, ... and max_steps."""
+        return sorted({0, *range(self.every, self.max_steps + 1, self.every), self.max_steps})
+
+    def finetune_config(self, **changes: Any) -> FinetuneConfig:
+        """The fine-tuning settings of every run (the CmplxBERT only, unless ``changes``)."""
+        kw = dict(
+            task=self.task,
+            models=("cmplxbert",),
+            seeds=self.seeds,
+            epochs=self.ft_epochs,
+            lr=self.ft_lr,
+            batch_size=self.ft_batch_size,
+            max_len=self.max_len,
+            max_train_examples=self.max_train_examples,
+            max_eval_examples=self.max_eval_examples,
+            pooling=self.pooling,
+            num_threads=self.num_threads,
+            device=self.device,
+        )
+        return FinetuneConfig(**{**kw, **changes})
+
+
+def _corpus(cfg: StudyConfig, out: Path) -> str:
+    """The MLM corpus spec; ``docstrings``: the training texts of the docstring task, written
+    to ``out/data/train.jsonl`` (so the MLM never sees a validation or test docstring)."""
+    if cfg.data != "docstrings":
+        return cfg.data
+    path = out / "data" / "train.jsonl"
+    if not path.is_file():
+        build_docstring_dataset().write_jsonl(out / "data")
+    return f"text:{path}"
+
+
+def _pretrain(cfg: StudyConfig, out: Path, log) -> tuple[MLMTask, TrainConfig]:
+    """Step 1: the MLM run, a checkpoint every ``every`` updates, all kept."""
+    task = MLMTask(cfg.base, cfg.lora, cfg.model, max_len=cfg.max_len)
+    tc = TrainConfig(
+        out_dir=str(out / "mlm"),
+        data=_corpus(cfg, out),
+        max_steps=cfg.max_steps,
+        batch_size=cfg.batch_size,
+        grad_accum=cfg.grad_accum,
+        lr=cfg.lr,
+        warmup_frac=cfg.warmup_frac,
+        min_lr_ratio=0.0,
+        schedule="linear",
+        weight_decay=cfg.weight_decay,
+        eval_every=cfg.every,
+        log_every=max(1, min(10, cfg.every)),
+        save_every=cfg.every,
+        keep_last=len(cfg.steps) + 1,
+        seed=cfg.seed,
+        device=cfg.device,
+        num_threads=cfg.num_threads,
+    )
+    train_task(task, tc, resume=True, log=log)
+    return task, tc
+
+
+def _export(
+    task: MLMTask, tc: TrainConfig, cfg: StudyConfig, out: Path, log
+) -> dict[int, dict[str, Any]]:
+    """Step 2: a CmplxBERT directory per point and its validation MLM loss."""
+    rows = [json.loads(x) for x in (out / "mlm" / METRICS_FILE).read_text().splitlines()]
+    val = {r["step"]: r["val_loss"] for r in rows if r.get("val_loss") is not None}
+    ckpts = dict(list_checkpoints(out / "mlm" / CHECKPOINTS_DIR))
+    points = {}
+    for step in cfg.steps:
+        d = out / "points" / f"step{step}"
+        if not is_cmplxbert_dir(d):
+            torch.manual_seed(cfg.seed)  # the run's initial adapters (as the loop seeds them)
+            model = task.build_model()
+            if step > 0:
+                if step not in ckpts:
+                    raise FileNotFoundError(f"no checkpoint of MLM step {step} in {out / 'mlm'}")
+                task.load_checkpoint_into(model, load_checkpoint(ckpts[step]))
+            if step == 0 or step not in val:
+                device = next(model.parameters()).device
+                m = task.evaluate(model, cfg.batch_size, device, False, 0, 1, tc.eval_blocks)
+                val[step] = None if m is None else m["loss"]
+            task.save_final(model, d)
+            (d / "study_point.json").write_text(json.dumps({"step": step, "val_loss": val[step]}))
+            del model
+        meta = json.loads((d / "study_point.json").read_text())
+        points[step] = {"step": step, "val_loss": meta["val_loss"], "dir": str(d)}
+        log(f"point {step}: validation MLM loss {meta['val_loss']}")
+    return points
+
+
+def _summary(payload: dict[str, Any], kind: str) -> dict[str, Any]:
+    s = payload["summary"][kind]
+    keys = ("accuracy_mean", "accuracy_std", "macro_f1_mean", "macro_f1_std", "trainable_params")
+    return {k: s[k] for k in keys}
+
+
+def run_study(
+    cfg: StudyConfig, out_dir: str | Path, log: Callable[[str], Any] | None = print
+) -> dict[str, Any]:
+    """Run the convergence study (see the module docstring); returns ``study.json``'s payload."""
+    log = log or (lambda _m: None)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with cpu_settings(cfg.num_threads or None):
+        task, tc = _pretrain(cfg, out, log)
+        points = _export(task, tc, cfg, out, log)
+        for step, p in points.items():  # step 3: fine-tune every point
+            res = finetune(p["dir"], cfg.finetune_config(), out / "finetune" / f"step{step}", log)
+            p.update(_summary(res, "cmplxbert"))
+        refs = {}  # step 4: the references
+        real = finetune(
+            cfg.base,
+            cfg.finetune_config(models=("real", "real-lora")),
+            out / "finetune" / "real",
+            log,
+        )
+        refs["real BERT"] = _summary(real, "real")
+        refs["real LoRA"] = _summary(real, "real-lora")
+        real_mode = cfg.finetune_config(
+            rank=cfg.lora.r, attention_score="real", head_output="real", whiten="scalar"
+        )
+        res = finetune(cfg.base, real_mode, out / "finetune" / "real-mode", log)
+        refs["CmplxBERT, real mode, no MLM"] = _summary(res, "cmplxbert")
+        payload = {
+            "config": asdict(cfg),
+            "points": [points[s] for s in sorted(points)],
+            "references": refs,
+            "majority": real["majority"],
+        }
+        write_report(out, "study", payload, _markdown(payload))
+        _plot(payload, out / "study.png")
+    return payload
+
+
+def _markdown(p: dict[str, Any]) -> str:
+    c = p["config"]
+    rows = [
+        [
+            str(x["step"]),
+            "-" if x["val_loss"] is None else f"{x['val_loss']:.3f}",
+            f"{x['accuracy_mean']:.4f} ± {x['accuracy_std']:.4f}",
+            f"{x['macro_f1_mean']:.4f} ± {x['macro_f1_std']:.4f}",
+        ]
+        for x in p["points"]
+    ]
+    rows += [
+        [name, "-", f"{r['accuracy_mean']:.4f} ± {r['accuracy_std']:.4f}",
+         f"{r['macro_f1_mean']:.4f} ± {r['macro_f1_std']:.4f}"]
+        for name, r in p["references"].items()
+    ]  # fmt: skip
+    m = p["majority"]
+    rows.append([f"majority class ({m['label']})", "-", f"{m['accuracy']:.4f}", "-"])
+    head = (
+        f"CmplxBERT convergence study: `{c['base']}`, MLM on `{c['data']}` "
+        f"({c['max_steps']} updates of {c['batch_size']} × {c['max_len']} tokens, lr "
+        f"{c['lr']:g}), fine-tuned on `{c['task']}` at every {c['every']} updates "
+        f"({len(c['seeds'])} seeds, {c['ft_epochs']} epochs at {c['ft_lr']:g}). Test accuracy "
+        "and macro-F1: mean ± std over seeds.\n\n"
+    )
+    cols = ["MLM step / reference", "val MLM loss", "accuracy", "macro-F1"]
+    return head + markdown_table(cols, rows, align="lrrr")
+
+
+def _plot(p: dict[str, Any], path: Path) -> None:
+    """Accuracy (mean ± std) and validation MLM loss against MLM steps, references as
+    horizontal lines; skipped without matplotlib (the ``plot`` extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    steps = [x["step"] for x in p["points"]]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4))
+    ax.errorbar(
+        steps,
+        [x["accuracy_mean"] for x in p["points"]],
+        yerr=[x["accuracy_std"] for x in p["points"]],
+        marker="o",
+        capsize=3,
+        label="CmplxBERT (this study's settings)",
+    )
+    styles = iter(["--", "-.", ":", (0, (5, 1))])
+    for name, r in p["references"].items():
+        ax.axhline(r["accuracy_mean"], linestyle=next(styles), color="grey", label=name)
+    ax.axhline(p["majority"]["accuracy"], color="k", linewidth=0.8, label="majority class")
+    ax.set_xlabel("MLM updates")
+    ax.set_ylabel("test accuracy after fine-tuning")
+    ax.legend(fontsize=8)
+    losses = [(x["step"], x["val_loss"]) for x in p["points"] if x["val_loss"] is not None]
+    bx.plot([s for s, _ in losses], [v for _, v in losses], marker="o")
+    bx.set_xlabel("MLM updates")
+    bx.set_ylabel("validation MLM loss")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,76 @@
+"""The CmplxBERT convergence study on a 3-step, 2-point run of a tiny BERT: its JSON, table
+and plot, points that match the MLM run's checkpoints, and a repeated command that redoes
+nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cmplxbert.lora_testlib import save_tiny_bert_dir, write_docstring_corpus
+from tests.cmplxbert.test_lora_finetune import _task_dir
+
+pytest.importorskip("transformers")
+
+from complexformer.cmplxbert import ComplexLoRAConfig  # noqa: E402
+from complexformer.cmplxbert.io import adapter_state_dict  # noqa: E402
+from complexformer.cmplxbert.loading import load_cmplxbert  # noqa: E402
+from complexformer.cmplxbert.study import StudyConfig, run_study  # noqa: E402
+
+
+def test_study_on_a_three_step_two_point_run_writes_json_table_and_plot(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPLEXFORMER_CACHE", str(tmp_path / "cache"))
+    base = str(save_tiny_bert_dir(tmp_path / "bert", "BertModel"))
+    cfg = StudyConfig(
+        base=base,
+        data=write_docstring_corpus(tmp_path / "corpus.jsonl"),
+        task=_task_dir(tmp_path / "task"),
+        lora=ComplexLoRAConfig(r=2),
+        max_steps=3,
+        every=3,
+        batch_size=4,
+        max_len=32,
+        lr=1e-3,
+        seeds=(0,),
+        ft_epochs=1,
+        ft_lr=1e-3,
+        ft_batch_size=8,
+        max_train_examples=24,
+        max_eval_examples=16,
+        pooling="cls",
+        num_threads=1,
+        device="cpu",
+    )
+    assert cfg.steps == [0, 3]
+    out = tmp_path / "study"
+    p = run_study(cfg, out, log=None)
+    assert [x["step"] for x in p["points"]] == [0, 3]
+    assert set(p["references"]) == {"real BERT", "real LoRA", "CmplxBERT, real mode, no MLM"}
+    for x in [*p["points"], *p["references"].values()]:
+        assert 0.0 <= x["accuracy_mean"] <= 1.0 and x["accuracy_std"] == 0.0  # one seed
+    saved = json.loads((out / "study.json").read_text())
+    assert saved["points"] == p["points"]
+    assert (out / "study.png").stat().st_size > 10_000
+    assert "majority class" in (out / "study.md").read_text()
+    # the step-3 point holds the adapters of the MLM run's final model, step 0 fresh ones
+    final = load_cmplxbert(out / "mlm" / "model")[0]
+    point = load_cmplxbert(out / "points" / "step3")[0]
+    fresh = load_cmplxbert(out / "points" / "step0")[0]
+    a, b, c = (adapter_state_dict(m) for m in (final, point, fresh))
+    assert all(a[k].equal(b[k]) for k in a)
+    assert any(not a[k].equal(c[k]) for k in a)
+    # a repeated command resumes: nothing is trained again
+    before = {f: f.stat().st_mtime_ns for f in (out / "finetune").rglob("*-seed0.json")}
+    assert len(before) == 5  # two points, real, real LoRA, real mode
+    again = run_study(cfg, out, log=None)
+    assert again["points"] == p["points"] and again["references"] == p["references"]
+    assert all(f.stat().st_mtime_ns == t for f, t in before.items())
+
+
+def test_study_config_names_bad_values():
+    with pytest.raises(ValueError, match="every must be an integer >= 1, got 0"):
+        StudyConfig(every=0)
+    with pytest.raises(ValueError, match=r"max_steps must be an integer >= every \(500\), got 10"):
+        StudyConfig(max_steps=10)
+    assert StudyConfig(max_steps=1200, every=500).steps == [0, 500, 1000, 1200]
