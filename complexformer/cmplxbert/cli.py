@@ -185,6 +185,7 @@ def cmd_study(args: argparse.Namespace) -> int:
         ft_epochs=args.ft_epochs,
         ft_lr=args.ft_lr,
         ft_batch_size=args.ft_batch_size,
+        ft_max_len=args.ft_max_len,
         max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples,
         pooling=args.pooling,
@@ -488,6 +489,9 @@ def add_cbert_parsers(sub) -> None:
     st.add_argument("--ft-epochs", type=int, default=2, help="fine-tuning epochs (default 2)")
     st.add_argument("--ft-lr", type=float, default=1e-4, help="fine-tuning lr (default 1e-4)")
     st.add_argument("--ft-batch-size", type=int, default=16, help="fine-tuning batch (16)")
+    st.add_argument(
+        "--ft-max-len", type=int, default=None, help="fine-tuning tokens per example (--max-len)"
+    )
     st.add_argument(
         "--max-train-examples", type=int, default=None, help="fine-tune on N random examples"
     )

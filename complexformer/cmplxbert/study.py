@@ -56,7 +56,8 @@ class StudyConfig(ConfigBase):
         lora: the adapters; model: the complex model (e.g. ``CmplxBertConfig.paper()``).
         max_steps: MLM updates; every: the spacing of the points (steps 0, every, ...).
         batch_size, grad_accum, max_len, lr, warmup_frac, weight_decay: the MLM run's.
-        seeds: fine-tuning seeds per point; ft_epochs, ft_lr, ft_batch_size: fine-tuning's.
+        seeds: fine-tuning seeds per point; ft_epochs, ft_lr, ft_batch_size: fine-tuning's;
+            ft_max_len: its tokens per example (None: max_len).
         max_train_examples, max_eval_examples: fixed random subsets for fine-tuning.
         pooling: fine-tuning's sentence vector (see :class:`FinetuneConfig`).
         seed: the MLM run's seed.
@@ -80,6 +81,7 @@ class StudyConfig(ConfigBase):
     ft_epochs: int = 2
     ft_lr: float = 1e-4
     ft_batch_size: int = 16
+    ft_max_len: int | None = None
     max_train_examples: int | None = None
     max_eval_examples: int | None = None
     pooling: str = "auto"
@@ -117,7 +119,7 @@ class StudyConfig(ConfigBase):
             epochs=self.ft_epochs,
             lr=self.ft_lr,
             batch_size=self.ft_batch_size,
-            max_len=self.max_len,
+            max_len=self.ft_max_len or self.max_len,
             max_train_examples=self.max_train_examples,
             max_eval_examples=self.max_eval_examples,
             pooling=self.pooling,
