@@ -85,19 +85,23 @@ lint: venv
 # takes). Memory is capped because a mutant can turn a loop into an endless, growing one.
 # MUTANTS selects by mutmut's mutant names (module.x_function__mutmut_N, with xǁClassǁmethod
 # for methods): whole modules, but of nn/functional.py only the attention-score functions and
-# of cmplxbert/planar.py only the LoRA forward. `make mutate MUTANTS='complexformer.data.*'`
-# runs a part.
+# of cmplxbert/planar.py only the LoRA forward and the training kernels (modulus, scalar
+# LayerNorm, modulus attention). `make mutate MUTANTS='complexformer.data.*'` runs a part.
 MUTATE_JOBS ?= 2
 MUTATE_SCORES := _masked_softmax _reciprocal_or_zero _polar_weights modulus_attention \
 	complex_softmax scaled_dot_product_attention
 MUTATE_LORA := _adapter_dropout _params _cached _planar_bias _planar_weights \
 	_build_planar_weights planar_lora_cols planar_lora_linear _ext_weights _build_ext_weights \
 	_planar_inference
+MUTATE_PLANAR_KERNELS := planar_modulus planar_norm modulus_attention
+MUTATE_PLANAR_CLASSES := _PlanarModulus _ScalarNorm _ModulusAttention
 MUTANTS ?= complexformer.data.splits.* complexformer.losses.pcl.* \
 	complexformer.evaluation.passk.* complexformer.data.blocks.* \
 	complexformer.attention.rotary.* complexformer.attention.polar.* \
 	complexformer.evaluation.verdict.* complexformer.cmplxbert.layers.* \
 	$(foreach f,$(MUTATE_LORA),complexformer.cmplxbert.planar.x_$(f)__*) \
+	$(foreach f,$(MUTATE_PLANAR_KERNELS),complexformer.cmplxbert.planar.x_$(f)__*) \
+	$(foreach c,$(MUTATE_PLANAR_CLASSES),complexformer.cmplxbert.planar.xǁ$(c)ǁ*) \
 	$(foreach f,$(MUTATE_SCORES),complexformer.nn.functional.x_$(f)__*) \
 	complexformer.nn.functional.x*_Modulus* complexformer.nn.functional.x*_SafeReciprocal*
 $(VENV)/.installed-mutmut: $(VENV)/.installed-test

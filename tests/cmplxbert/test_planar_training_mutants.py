@@ -1,0 +1,231 @@
+"""CmplxBERT's planar training kernels and LoRA training path: cases the mutation run found
+untested (docs/testing.md).
+
+Each test checks numbers against the formula written with complex float64 tensors (and its
+gradients by autograd of those composed ops): softmax(|s·Q·Kᴴ| + bias)·V from the planar
+(B, T, 2, 3, H, d) projections with and without autograd and a workspace, the complex
+LayerNorm on planar rows in every branch of planar_norm, the scalar-whitened norm with only
+some of its inputs trainable, and |z| of planar rows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from complexformer.cmplxbert import planar
+from complexformer.cmplxbert.planar import Workspace, _ScalarNorm
+from complexformer.nn import LayerNorm
+
+F64 = torch.float64
+C128 = torch.complex128
+
+
+# --------------------------------------------------------------------- modulus attention
+
+
+def _qkv(b=2, t=5, h=3, d=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(b, t, 2, 3, h, d, dtype=F64, generator=g)
+
+
+def _key_bias(b, t):
+    bias = torch.zeros(b, 1, 1, t, dtype=F64)
+    bias[0, ..., t - 2 :] = float("-inf")  # the last two keys of the first sequence are padding
+    bias[1, ..., 0] = -0.7  # a finite bias
+    return bias
+
+
+def _naive_attention(qkv, bias, scale):
+    """softmax(|s·Q·Kᴴ| + bias)·V with complex tensors: (B, H, T, 2d) [Re | Im]."""
+    z = torch.complex(qkv[:, :, 0], qkv[:, :, 1]).permute(2, 0, 3, 1, 4)  # (3, B, H, T, d)
+    q, k, v = z[0], z[1], z[2]
+    s = (scale * q) @ k.conj().transpose(-2, -1)
+    logits = s.abs() if bias is None else s.abs() + bias
+    o = torch.softmax(logits, -1).to(C128) @ v
+    return torch.cat((o.real, o.imag), -1)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_modulus_attention_without_autograd_equals_the_complex_formula(with_bias):
+    b, t, h, d = 2, 5, 3, 4
+    qkv = _qkv(b, t, h, d)
+    bias = _key_bias(b, t) if with_bias else None
+    scale = 1.0 / math.sqrt(d)
+    want = _naive_attention(qkv, bias, scale)
+    ws = Workspace()
+    for name in ("att_q", "att_kv", "big", "att_w"):  # dirty, oversized buffers
+        ws._bufs[name] = torch.full((4096,), 7.0, dtype=F64)
+    with torch.no_grad():
+        got_fresh = planar.modulus_attention(qkv, bias, scale, 0.0)
+        got_ws = planar.modulus_attention(qkv, bias, scale, 0.0, ws)
+    assert got_fresh.shape == (b, h, t, 2 * d)
+    assert_close(got_fresh, want, atol=1e-12, rtol=1e-12)
+    assert_close(got_ws, want, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_modulus_attention_with_autograd_equals_the_complex_formula(with_bias):
+    b, t, h, d = 2, 5, 3, 4
+    qkv = _qkv(b, t, h, d, seed=1).requires_grad_(True)
+    bias = _key_bias(b, t) if with_bias else None
+    scale = 0.37
+    g = torch.randn(b, h, t, 2 * d, dtype=F64, generator=torch.Generator().manual_seed(2))
+    got = planar.modulus_attention(qkv, bias, scale, 0.0)
+    want = _naive_attention(qkv, bias, scale)
+    assert_close(got, want, atol=1e-12, rtol=1e-12)
+    (g_got,) = torch.autograd.grad(got, qkv, g)
+    (g_want,) = torch.autograd.grad(want, qkv, g)
+    assert_close(g_got, g_want, atol=1e-12, rtol=1e-10)
+
+
+def test_modulus_attention_dropout_scales_the_kept_weights():
+    """p > 0 with autograd: the output is (a ⊙ mask / (1 - p))·V for the mask drawn, and the
+    gradients follow the same mask."""
+    b, t, h, d, p = 2, 6, 2, 3, 0.4
+    qkv = _qkv(b, t, h, d, seed=3).requires_grad_(True)
+    g = torch.randn(b, h, t, 2 * d, dtype=F64, generator=torch.Generator().manual_seed(4))
+    torch.manual_seed(5)
+    got = planar.modulus_attention(qkv, None, 0.5, p)
+    torch.manual_seed(5)  # the same draw: bernoulli(1 - p) of the (B, H, T, T) weights
+    keep = torch.empty(b, h, t, t, dtype=F64).bernoulli_(1.0 - p)
+    assert 0 < keep.sum() < keep.numel()
+    z = torch.complex(qkv[:, :, 0], qkv[:, :, 1]).permute(2, 0, 3, 1, 4)
+    s = (0.5 * z[0]) @ z[1].conj().transpose(-2, -1)
+    w = torch.softmax(s.abs(), -1) * keep / (1.0 - p)
+    o = w.to(C128) @ z[2]
+    want = torch.cat((o.real, o.imag), -1)
+    assert_close(got, want, atol=1e-12, rtol=1e-12)
+    (g_got,) = torch.autograd.grad(got, qkv, g)
+    (g_want,) = torch.autograd.grad(want, qkv, g)
+    assert_close(g_got, g_want, atol=1e-12, rtol=1e-10)
+
+
+# --------------------------------------------------------------------------- LayerNorm
+
+
+def _naive_norm(x, weight, bias, eps, whiten):
+    """The complex LayerNorm of planar rows x (..., 2, F) written out: centre, whiten
+    (scalar: by sqrt(E|z - mean|² + eps); full: the inverse square root of the 2x2
+    covariance + eps·I), then the per-feature 2x2 map and bias."""
+    z = torch.complex(x[..., 0, :], x[..., 1, :])
+    c = z - z.mean(-1, keepdim=True)
+    if whiten == "scalar":
+        c = c / torch.sqrt((c.abs() ** 2).mean(-1, keepdim=True) + eps)
+        re, im = c.real, c.imag
+    else:
+        cr, ci = c.real, c.imag
+        vrr = (cr * cr).mean(-1, keepdim=True) + eps
+        vii = (ci * ci).mean(-1, keepdim=True) + eps
+        vri = (cr * ci).mean(-1, keepdim=True)
+        cov = torch.stack((torch.cat((vrr, vri), -1), torch.cat((vri, vii), -1)), -2)
+        ev, u = torch.linalg.eigh(cov)  # (..., 2), (..., 2, 2)
+        inv_sqrt = u @ torch.diag_embed(ev.rsqrt()) @ u.transpose(-2, -1)
+        y = (inv_sqrt @ torch.stack((cr, ci), -2)).unbind(-2)
+        re, im = y
+    if weight is not None:
+        re, im = (
+            weight[:, 0, 0] * re + weight[:, 0, 1] * im,
+            weight[:, 1, 0] * re + weight[:, 1, 1] * im,
+        )
+    if bias is not None:
+        re, im = re + bias[:, 0], im + bias[:, 1]
+    return torch.stack((re, im), -2)
+
+
+def _norm(whiten="scalar", affine=True, n=7, seed=0):
+    ln = LayerNorm(n, eps=1e-3, elementwise_affine=affine, whiten=whiten).double()
+    if affine:
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            ln.weight.copy_(torch.randn(ln.weight.shape, generator=g, dtype=F64))
+            ln.bias.copy_(torch.randn(ln.bias.shape, generator=g, dtype=F64))
+    return ln
+
+
+def _rows(shape=(3, 4, 2, 7), seed=1):
+    return torch.randn(shape, dtype=F64, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("whiten", ["scalar", "full"])
+@pytest.mark.parametrize("affine", [True, False])
+def test_planar_norm_with_autograd_equals_the_complex_formula(whiten, affine):
+    ln = _norm(whiten, affine)
+    x = _rows().requires_grad_(True)
+    got = planar.planar_norm(ln, x)
+    want = _naive_norm(x, ln.weight, ln.bias, ln.eps, whiten)
+    assert_close(got, want, atol=1e-12, rtol=1e-10)
+    g = _rows(seed=2)
+    params = [x] + [p for p in (ln.weight, ln.bias) if p is not None]
+    for a, b in zip(
+        torch.autograd.grad(got, params, g), torch.autograd.grad(want, params, g), strict=True
+    ):
+        assert_close(a, b, atol=1e-10, rtol=1e-8)
+
+
+def test_planar_norm_with_weights_of_another_dtype_casts_them():
+    """float32 affine parameters on float64 rows (the fallback of planar_norm)."""
+    ln = _norm("scalar")
+    ln32 = _norm("scalar").float()
+    x = _rows().requires_grad_(True)
+    got = planar.planar_norm(ln32, x)
+    assert got.dtype == F64
+    want = _naive_norm(x, ln32.weight.double(), ln32.bias.double(), ln.eps, "scalar")
+    assert_close(got, want, atol=1e-6, rtol=1e-6)
+    (gx,) = torch.autograd.grad(got.square().sum(), x)
+    (gx_want,) = torch.autograd.grad(want.square().sum(), x)
+    assert_close(gx, gx_want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("whiten", ["scalar", "full"])
+def test_planar_norm_without_autograd_writes_into_the_workspace(whiten):
+    ln = _norm(whiten)
+    x = _rows()
+    want = _naive_norm(x, ln.weight, ln.bias, ln.eps, whiten)
+    ws = Workspace()
+    ws._bufs["hidden"] = torch.full((4096,), 7.0, dtype=F64)
+    with torch.no_grad():
+        got = planar.planar_norm(ln, x.clone(), ws, "hidden")
+        assert_close(got, want, atol=1e-12, rtol=1e-10)
+        assert got.data_ptr() == ws._bufs["hidden"].data_ptr()  # the buffer named
+        got2 = planar.planar_norm(ln, x.clone())  # no workspace
+        assert_close(got2, want, atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("trainable", [(0,), (1,), (2,), (0, 2), (1, 2)])
+def test_scalar_norm_gives_each_trainable_input_its_gradient(trainable):
+    """Only some of x, W, b require a gradient: each of them gets the composed formula's."""
+    ln = _norm("scalar")
+    x = _rows()
+    ins = [x, ln.weight.detach().clone(), ln.bias.detach().clone()]
+    for i in trainable:
+        ins[i].requires_grad_(True)
+    got = _ScalarNorm.apply(*ins, ln.eps)
+    want = _naive_norm(*ins, ln.eps, "scalar")
+    assert_close(got, want, atol=1e-12, rtol=1e-10)
+    g = _rows(seed=3)
+    picked = [ins[i] for i in trainable]
+    for a, b in zip(
+        torch.autograd.grad(got, picked, g), torch.autograd.grad(want, picked, g), strict=True
+    ):
+        assert_close(a, b, atol=1e-10, rtol=1e-8)
+
+
+# ----------------------------------------------------------------------------- modulus
+
+
+def test_planar_modulus_of_rows_with_leading_dimensions():
+    y = torch.randn(2, 3, 2, 5, dtype=F64, generator=torch.Generator().manual_seed(6))
+    y[1, 2, :, 4] = 0
+    y.requires_grad_(True)
+    z = torch.complex(y[..., 0, :], y[..., 1, :])
+    g = torch.randn(2, 3, 5, dtype=F64, generator=torch.Generator().manual_seed(7))
+    got = planar.planar_modulus(y)
+    assert_close(got, z.abs(), atol=1e-14, rtol=1e-14)
+    (gy,) = torch.autograd.grad(got, y, g)
+    want = torch.stack((z.real, z.imag), -2) * (g / z.abs()).unsqueeze(-2)
+    want[1, 2, :, 4] = 0
+    assert_close(gy, want, atol=1e-14, rtol=1e-12)
