@@ -229,3 +229,147 @@ def test_planar_modulus_of_rows_with_leading_dimensions():
     want = torch.stack((z.real, z.imag), -2) * (g / z.abs()).unsqueeze(-2)
     want[1, 2, :, 4] = 0
     assert_close(gy, want, atol=1e-14, rtol=1e-12)
+
+
+# ------------------------------------------------------------------ LoRA training path
+
+
+def _lora_layers(specs, n_in=6, dtype=F64):
+    """ComplexLoRALinear layers from (out, r, alpha, dropout, base bias, complex bias) specs,
+    with random adapters and complex biases."""
+    from complexformer.cmplxbert import ComplexLoRALinear
+
+    layers = []
+    for i, (out, r, alpha, p, bias, cbias) in enumerate(specs):
+        torch.manual_seed(40 + i)
+        m = ComplexLoRALinear(
+            torch.nn.Linear(n_in, out, bias=bias), r=r, alpha=alpha, dropout=p, complex_bias=cbias
+        ).to(dtype)
+        g = torch.Generator().manual_seed(50 + i)
+        with torch.no_grad():
+            for q in (m.lora_A, m.lora_B, m.bias_c):
+                if q is not None:
+                    q.copy_(0.3 * torch.randn(q.shape, generator=g, dtype=F64))
+        layers.append(m)
+    return layers
+
+
+def _naive_lora(m, z, scale, zin=None):
+    """W·z + s·A·Bᴴ·zin + b + b_c in complex float64 (zin: the adapter's input, default z),
+    with the scale s written out."""
+    y = z @ m.base_layer.weight.to(C128).T
+    if m.r > 0:
+        a = torch.view_as_complex(m.lora_A.to(F64))
+        b = torch.view_as_complex(m.lora_B.to(F64))
+        y = y + scale * ((z if zin is None else zin) @ (a @ b.conj().T).T)
+    if m.base_layer.bias is not None:
+        y = y + m.base_layer.bias.to(F64)
+    if m.bias_c is not None:
+        y = y + torch.view_as_complex(m.bias_c.to(F64))
+    return y
+
+
+def _cplx(n_in=6, seed=60, shape=(2, 3)):
+    return torch.randn(*shape, n_in, dtype=C128, generator=torch.Generator().manual_seed(seed))
+
+
+def _planar_rows(z):
+    return torch.stack((z.real, z.imag), -2)
+
+
+def _trainable(layers):
+    return [q for m in layers for q in (m.lora_A, m.lora_B, m.bias_c) if q is not None]
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_lora_training_dropout_draws_one_mask_per_layer_with_dropout(grad):
+    """Training with adapter dropout: each adapted layer with p > 0 sees its own mask (drawn
+    in layer order, one per complex entry), a layer with p = 0 sees x; with a residual."""
+    specs = [(4, 2, 3.0, 0.5, True, True), (3, 1, 0.5, 0.0, False, True)]
+    specs += [(2, 0, 1.0, 0.0, True, True), (5, 3, 4.5, 0.3, True, False)]
+    layers = [m.train() for m in _lora_layers(specs)]
+    z = _cplx()
+    x = _planar_rows(z)
+    res = torch.randn(2, 3, 2, 14, dtype=F64, generator=torch.Generator().manual_seed(61))
+    torch.manual_seed(9)
+    with torch.set_grad_enabled(grad):
+        y = planar.planar_lora_linear(layers, x, residual=res)
+    torch.manual_seed(9)
+    masks = {}
+    for i, (_, r, _, p, _, _) in enumerate(specs):
+        if r > 0 and p > 0:
+            masks[i] = torch.empty(2, 3, 1, 6, dtype=F64).bernoulli_(1.0 - p).div_(1.0 - p)
+    want = []
+    for i, (m, spec) in enumerate(zip(layers, specs, strict=True)):
+        zin = z * masks[i][..., 0, :] if i in masks else z
+        want.append(_naive_lora(m, z, spec[2] / max(spec[1], 1), zin))
+    want = _planar_rows(torch.cat(want, -1)) + res
+    assert all(not torch.equal(q, torch.ones_like(q)) for q in masks.values())
+    assert_close(y, want, atol=1e-12, rtol=1e-12)
+    if grad:
+        params = _trainable(layers)
+        g = torch.randn(y.shape, dtype=F64, generator=torch.Generator().manual_seed(62))
+        for a, b in zip(
+            torch.autograd.grad(y, params, g),
+            torch.autograd.grad(want, params, g),
+            strict=True,
+        ):
+            assert_close(a, b, atol=1e-12, rtol=1e-10)
+
+
+def test_lora_training_of_rank_zero_layers_only():
+    """Under autograd, layers without adapters: W·x + b + b_c, and b_c's gradient."""
+    layers = _lora_layers([(4, 0, 1.0, 0.0, True, True), (3, 0, 1.0, 0.0, False, True)])
+    z = _cplx(seed=63)
+    y = planar.planar_lora_linear(layers, _planar_rows(z))
+    want = _planar_rows(torch.cat([_naive_lora(m, z, 0.0) for m in layers], -1))
+    assert_close(y, want, atol=1e-12, rtol=1e-12)
+    params = _trainable(layers)
+    for a, b in zip(
+        torch.autograd.grad(y.square().sum(), params),
+        torch.autograd.grad(want.square().sum(), params),
+        strict=True,
+    ):
+        assert_close(a, b, atol=1e-12, rtol=1e-10)
+
+
+def test_lora_training_weights_of_frozen_layers_follow_the_scale_and_the_dtype():
+    """Frozen layers under autograd keep their stacked weights; a new scale or input dtype
+    builds them again."""
+    layers = _lora_layers([(4, 2, 3.0, 0.0, True, True), (3, 1, 1.0, 0.0, True, False)])
+    for q in (q for m in layers for q in m.parameters()):
+        q.requires_grad_(False)
+    z = _cplx(seed=64)
+    x = _planar_rows(z).requires_grad_(True)
+    y0 = planar.planar_lora_linear(layers, x)
+    layers[0].scaling = 0.25
+    layers[1].scaling = -2.0
+    y1 = planar.planar_lora_linear(layers, x)
+    want = _planar_rows(torch.cat([_naive_lora(m, z, m.scaling) for m in layers], -1))
+    assert not torch.allclose(y0, y1)
+    assert_close(y1, want, atol=1e-12, rtol=1e-12)
+    y32 = planar.planar_lora_linear(layers, x.float())
+    assert y32.dtype == torch.float32
+    assert_close(y32, want.float(), atol=1e-5, rtol=1e-5)
+
+
+def test_lora_training_of_merged_layers_adds_the_residual():
+    from complexformer.cmplxbert import merge_adapters
+
+    layers = _lora_layers([(4, 2, 3.0, 0.0, True, True), (3, 1, 1.0, 0.0, False, True)])
+    z = _cplx(seed=65)
+    want = _planar_rows(torch.cat([_naive_lora(m, z, m.scaling) for m in layers], -1))
+    res = torch.randn(want.shape, dtype=F64, generator=torch.Generator().manual_seed(66))
+    for m in layers:
+        merge_adapters(m)
+    y = planar.planar_lora_linear(layers, _planar_rows(z), residual=res)
+    assert_close(y, want + res, atol=1e-12, rtol=1e-12)
+    assert_close(planar.planar_lora_linear(layers, _planar_rows(z)), want, atol=1e-12, rtol=1e-12)
+
+
+def test_lora_training_refuses_a_wrong_input_width():
+    layers = _lora_layers([(4, 2, 3.0, 0.0, True, True), (3, 1, 1.0, 0.0, True, True)], n_in=6)
+    x = torch.zeros(2, 2, 5, dtype=F64)
+    msg = "last dimension of the input is 5, expected in_features=6"
+    with pytest.raises(ValueError, match=msg):
+        planar.planar_lora_linear(layers, x)
