@@ -10,11 +10,11 @@ Modules: :mod:`.config` (the configuration), :mod:`.layers` (complex LoRA layers
 :mod:`.planar` (planar-rows kernels and the per-forward workspace), :mod:`.modeling` (the
 :class:`CmplxBert` module tree), :mod:`.complexify` (the builder), :mod:`.loading` (MiniLM,
 Hugging Face BERTs, saved CmplxBERT directories), :mod:`.io` (adapter files), :mod:`.mlm`
-(continued MLM pre-training), :mod:`.finetune` (classification fine-tuning and the real
-baselines), :mod:`.real` (real LoRA), :mod:`.analysis` (embedding analysis),
-:mod:`.metrics`, :mod:`.labelled` (labelled classification data), :mod:`.docstrings` (the
-offline docstring task), :mod:`.cli` (the ``complexify``, ``finetune`` and
-``analyze-embeddings`` subcommands).
+(continued MLM pre-training), :mod:`.finetune` (sequence, pair and token fine-tuning and the
+real baselines), :mod:`.study` (the convergence study: fine-tuning at MLM steps 0, N, 2N,
+...), :mod:`.real` (real LoRA), :mod:`.analysis` (embedding analysis), :mod:`.metrics`,
+:mod:`.labelled` (labelled data), :mod:`.docstrings` (the offline docstring task), :mod:`.cli`
+(the ``complexify``, ``finetune``, ``cbert-study`` and ``analyze-embeddings`` subcommands).
 
 Dependencies point one way: this package uses :mod:`complexformer.nn`,
 :mod:`complexformer.training`, :mod:`complexformer.data` and the shared utilities; nothing
