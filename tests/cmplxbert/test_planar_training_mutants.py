@@ -65,6 +65,8 @@ def test_modulus_attention_without_autograd_equals_the_complex_formula(with_bias
     assert got_fresh.shape == (b, h, t, 2 * d)
     assert_close(got_fresh, want, atol=1e-12, rtol=1e-12)
     assert_close(got_ws, want, atol=1e-12, rtol=1e-12)
+    assert set(ws._bufs) == {"att_q", "att_kv", "big", "att_w"}  # no other buffer made
+    assert got_ws.data_ptr() == ws._bufs["att_q"].data_ptr()  # the output in the workspace
 
 
 @pytest.mark.parametrize("with_bias", [False, True])
@@ -195,18 +197,20 @@ def test_planar_norm_without_autograd_writes_into_the_workspace(whiten):
         assert_close(got2, want, atol=1e-12, rtol=1e-10)
 
 
+@pytest.mark.parametrize("shape", [(3, 4, 2, 7), (5, 2, 7), (2, 1, 3, 2, 7)])
 @pytest.mark.parametrize("trainable", [(0,), (1,), (2,), (0, 2), (1, 2)])
-def test_scalar_norm_gives_each_trainable_input_its_gradient(trainable):
-    """Only some of x, W, b require a gradient: each of them gets the composed formula's."""
+def test_scalar_norm_gives_each_trainable_input_its_gradient(trainable, shape):
+    """Only some of x, W, b require a gradient: each of them gets the composed formula's
+    (rows with one, two or three leading dimensions)."""
     ln = _norm("scalar")
-    x = _rows()
+    x = _rows(shape)
     ins = [x, ln.weight.detach().clone(), ln.bias.detach().clone()]
     for i in trainable:
         ins[i].requires_grad_(True)
     got = _ScalarNorm.apply(*ins, ln.eps)
     want = _naive_norm(*ins, ln.eps, "scalar")
     assert_close(got, want, atol=1e-12, rtol=1e-10)
-    g = _rows(seed=3)
+    g = _rows(shape, seed=3)
     picked = [ins[i] for i in trainable]
     for a, b in zip(
         torch.autograd.grad(got, picked, g), torch.autograd.grad(want, picked, g), strict=True
