@@ -377,3 +377,49 @@ def test_lora_training_refuses_a_wrong_input_width():
     msg = "last dimension of the input is 5, expected in_features=6"
     with pytest.raises(ValueError, match=msg):
         planar.planar_lora_linear(layers, x)
+
+
+def test_lora_training_dropout_of_exactly_two_adapted_layers():
+    """Two adapted layers with adapter dropout give two groups of adapter columns, both kept."""
+    specs = [(4, 2, 3.0, 0.5, True, True), (3, 3, 1.5, 0.25, False, True)]
+    layers = [m.train() for m in _lora_layers(specs)]
+    z = _cplx(seed=67)
+    torch.manual_seed(11)
+    y = planar.planar_lora_linear(layers, _planar_rows(z))
+    torch.manual_seed(11)
+    masks = [torch.empty(2, 3, 1, 6, dtype=F64).bernoulli_(1 - s[3]).div_(1 - s[3]) for s in specs]
+    want = [
+        _naive_lora(m, z, s[2] / s[1], z * k[..., 0, :])
+        for m, s, k in zip(layers, specs, masks, strict=True)
+    ]
+    assert_close(y, _planar_rows(torch.cat(want, -1)), atol=1e-12, rtol=1e-12)
+
+
+def test_lora_training_on_the_meta_device_keeps_every_column_there():
+    """Under autograd the bias columns are made on the input's device (shape inference on
+    the meta device mixes no CPU tensor in)."""
+    from complexformer.cmplxbert import ComplexLoRALinear
+
+    layers = [
+        ComplexLoRALinear(torch.nn.Linear(6, n, device="meta"), r=r, alpha=2.0)
+        for n, r in ((4, 2), (3, 1))
+    ]
+    x = torch.empty(2, 3, 2, 6, device="meta", requires_grad=True)
+    y = planar.planar_lora_linear(layers, x)
+    assert y.device.type == "meta" and y.shape == (2, 3, 2, 7) and y.requires_grad
+    cols = planar.planar_lora_cols(layers, x)
+    assert cols.device.type == "meta" and cols.shape == (2, 3, 2, 2 * 3 + 2)
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 2, 3)])
+def test_lora_merged_layers_on_rows_with_one_or_three_leading_dimensions(shape):
+    from complexformer.cmplxbert import merge_adapters
+
+    layers = _lora_layers([(4, 2, 3.0, 0.0, True, True), (3, 1, 1.0, 0.0, False, True)])
+    z = _cplx(seed=68, shape=shape)
+    want = _planar_rows(torch.cat([_naive_lora(m, z, m.scaling) for m in layers], -1))
+    for m in layers:
+        merge_adapters(m)
+    y = planar.planar_lora_linear(layers, _planar_rows(z))
+    assert y.shape == (*shape, 2, 7)
+    assert_close(y, want, atol=1e-12, rtol=1e-12)
