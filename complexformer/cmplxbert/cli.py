@@ -190,6 +190,7 @@ def cmd_study(args: argparse.Namespace) -> int:
         max_eval_examples=args.max_eval_examples,
         pooling=args.pooling,
         seed=args.seed,
+        bf16=args.bf16,
         num_threads=args.threads,
         device=args.device,
     )
@@ -502,6 +503,7 @@ def add_cbert_parsers(sub) -> None:
         "--pooling", default="auto", choices=("auto", "cls", "mean"), help="see finetune"
     )
     st.add_argument("--seed", type=int, default=0, help="seed of the MLM run")
+    st.add_argument("--bf16", action="store_true", help="bf16 autocast in the MLM run")
     st.add_argument("--device", default="auto", choices=DEVICES, help="device (default auto)")
     st.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     st.set_defaults(func=cmd_study)

@@ -11,6 +11,7 @@ per-forward scratch :class:`Workspace` that the layers of one forward without au
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -181,7 +182,8 @@ class _ModulusAttention(torch.autograd.Function):
     :func:`complexformer.nn.functional.modulus_attention` computes it, but keeping only q, k,
     v and the dropout mask (as bools) for backward: the (B, H, 2, T, T) scores, their modulus
     and the weights are recomputed there (one more score GEMM) instead of living from the
-    forward to the backward of every layer.
+    forward to the backward of every layer. Half-precision inputs (autocast) are computed in
+    float32 both ways, so the recomputed weights are the forward's.
 
     Backward, with a = softmax(|S| + bias), w = a ⊙ mask/(1 - p), o = w·V:
     dV = wᵀ·dO, da = (dO·Vᵀ) ⊙ mask/(1 - p), d|S| = a ⊙ (da - Σ_k da ⊙ a),
@@ -199,20 +201,36 @@ class _ModulusAttention(torch.autograd.Function):
         return qq, ri, m, CF.masked_softmax(m, bias)
 
     @staticmethod
+    def _compute_dtype(q: Tensor, k: Tensor, v: Tensor) -> torch.dtype:
+        """float32 for half-precision inputs (as autocast computes a softmax), else their
+        common dtype."""
+        dt = torch.promote_types(torch.promote_types(q.dtype, k.dtype), v.dtype)
+        return torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
+
+    @staticmethod
     def forward(ctx, q, k, v, bias, p: float):
-        _, _, _, a = _ModulusAttention._scores(q, k, bias)
-        keep = None
-        if p > 0.0:  # the draw and the scaling of torch's CPU dropout
-            noise = torch.empty_like(a).bernoulli_(1.0 - p)
-            keep = noise != 0
-            a = a * noise.div_(1.0 - p)
+        dt = _ModulusAttention._compute_dtype(q, k, v)
+        kind = q.device.type
+        autocast = torch.is_autocast_enabled(kind) if kind in ("cpu", "cuda") else False
+        with torch.autocast(kind, enabled=False) if autocast else contextlib.nullcontext():
+            b = None if bias is None else bias.to(dt)
+            _, _, _, a = _ModulusAttention._scores(q.to(dt), k.to(dt), b)
+            keep = None
+            if p > 0.0:  # the draw and the scaling of torch's CPU dropout
+                noise = torch.empty_like(a).bernoulli_(1.0 - p)
+                keep = noise != 0
+                a = a * noise.div_(1.0 - p)
+            out = a @ v.to(dt)
         ctx.p = p
         ctx.save_for_backward(q, k, v, bias, keep)
-        return a @ v
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        q, k, v, bias, keep = ctx.saved_tensors
+        q0, k0, v0, bias, keep = ctx.saved_tensors
+        dt = _ModulusAttention._compute_dtype(q0, k0, v0)
+        q, k, v, g = q0.to(dt), k0.to(dt), v0.to(dt), g.to(dt)
+        bias = None if bias is None else bias.to(dt)
         qq, ri, m, a = _ModulusAttention._scores(q, k, bias)
         ga = g @ v.transpose(-2, -1)  # d(weights after dropout)
         w = a
@@ -229,7 +247,7 @@ class _ModulusAttention(torch.autograd.Function):
         ur, ui = u[..., :t, :], u[..., t:, :]
         gq = ur + torch.cat((-ui[..., d:], ui[..., :d]), -1)  # the second block is [Qi, -Qr]
         gk = gri.transpose(-2, -1) @ qq
-        return gq, gk, gv, None, None
+        return gq.to(q0.dtype), gk.to(k0.dtype), gv.to(v0.dtype), None, None
 
 
 def modulus_attention(

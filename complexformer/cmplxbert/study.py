@@ -60,7 +60,7 @@ class StudyConfig(ConfigBase):
             ft_max_len: its tokens per example (None: max_len).
         max_train_examples, max_eval_examples: fixed random subsets for fine-tuning.
         pooling: fine-tuning's sentence vector (see :class:`FinetuneConfig`).
-        seed: the MLM run's seed.
+        seed: the MLM run's seed; bf16: bf16 autocast in the MLM run.
         num_threads, device: as for training.
     """
 
@@ -86,6 +86,7 @@ class StudyConfig(ConfigBase):
     max_eval_examples: int | None = None
     pooling: str = "auto"
     seed: int = 0
+    bf16: bool = False
     num_threads: int | None = None
     device: str = "auto"
 
@@ -159,6 +160,7 @@ def _pretrain(cfg: StudyConfig, out: Path, log) -> tuple[MLMTask, TrainConfig]:
         save_every=cfg.every,
         keep_last=len(cfg.steps) + 1,
         seed=cfg.seed,
+        bf16=cfg.bf16,
         device=cfg.device,
         num_threads=cfg.num_threads,
     )

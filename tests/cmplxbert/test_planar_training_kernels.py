@@ -138,3 +138,43 @@ def test_mlm_loss_on_labelled_tokens_equals_the_loss_over_all_logits(head_output
     g_part = torch.autograd.grad(part.loss, [params[n] for n in names])
     for name, a, b in zip(names, g_part, g_full, strict=True):
         assert_close(a, b, atol=1e-12, rtol=1e-10, msg=name)
+
+
+def test_modulus_attention_on_bfloat16_inputs_computes_in_float32_both_ways():
+    """Under bf16 autocast q, k, v arrive in bfloat16: the forward and the recomputation in
+    backward both run in float32, equal to the float32 kernel on the rounded inputs."""
+    torch.manual_seed(5)
+    q, k, v = (torch.randn(2, 3, 6, 8).bfloat16().requires_grad_(True) for _ in range(3))
+    g = torch.randn(2, 3, 6, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = _ModulusAttention.apply(q, k, v, None, 0.0)
+    grads = torch.autograd.grad(out, (q, k, v), g)
+    ref_in = [t.detach().float().requires_grad_(True) for t in (q, k, v)]
+    ref = _ModulusAttention.apply(*ref_in, None, 0.0)
+    ref_grads = torch.autograd.grad(ref, ref_in, g)
+    assert out.dtype == torch.float32
+    assert_close(out, ref)
+    for got, want, t in zip(grads, ref_grads, (q, k, v), strict=True):
+        assert got.dtype == torch.bfloat16 == t.dtype
+        assert_close(got, want.bfloat16())
+
+
+def test_bf16_autocast_training_step_of_a_complexified_bert():
+    pytest.importorskip("transformers")
+    from complexformer.cmplxbert import complexify
+
+    ids, mask, _ = batch()
+    labels = torch.where(
+        torch.rand(ids.shape, generator=torch.Generator().manual_seed(6)) < 0.3, ids, -100
+    )
+    losses = {}
+    for bf16 in (False, True):
+        cb = complexify(tiny_model("BertForMaskedLM"), r=2).train()
+        params = [p for p in cb.parameters() if p.requires_grad]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            torch.manual_seed(7)
+            loss = cb(ids, attention_mask=mask, labels=labels, return_logits=False).loss
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        assert all(x is None or torch.isfinite(x).all() for x in grads)
+        losses[bf16] = loss.item()
+    assert abs(losses[True] - losses[False]) < 0.05 * abs(losses[False])
