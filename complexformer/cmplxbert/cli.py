@@ -369,7 +369,8 @@ def add_cbert_parsers(sub) -> None:
         "seed: the CmplxBERT, the "
         "real BERT (full fine-tuning) and a real LoRA with about as many trainable parameters; "
         "report test accuracy and macro-F1 as mean ± std over seeds. Finished runs are kept "
-        "in OUT/runs and skipped when the command is repeated.",
+        "in OUT/runs and skipped when the command is repeated (other settings into the same "
+        "OUT are an error).",
         epilog=_EPILOG_FINETUNE,
         formatter_class=fmt,
     )

@@ -5,7 +5,8 @@ with the real BERT fine-tuned in full and with a real LoRA of about the same num
 trainable parameters, reporting mean ± std over runs. :func:`finetune` does all three on the
 same data, the same seeds and the same schedule (AdamW, linear warm-up then linear decay,
 ``epochs`` passes over the training split), and reports accuracy and macro-F1 on the test
-split. Each finished (model, seed) run is saved as JSON at once; a rerun skips it.
+split. Each finished (model, seed) run is saved as JSON at once with its settings; a rerun
+skips it, and a rerun with other settings into the same folder is an error.
 """
 
 from __future__ import annotations
@@ -287,6 +288,28 @@ def _train_config(cfg: FinetuneConfig, seed: int, steps: int, per_epoch: int, ou
     )
 
 
+def _run_settings(cfg: FinetuneConfig) -> dict[str, Any]:
+    """The settings that decide a single run (as JSON would give them back)."""
+    settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_RUN_SETTINGS}
+    return json.loads(json.dumps(settings))
+
+
+def _check_finished(path: Path, rec: dict[str, Any], model_path: str, cfg: FinetuneConfig):
+    """A finished run is reused only for the same model and settings; otherwise a
+    ``ValueError`` names what differs (records written before settings were kept pass)."""
+    want = {"model_path": str(model_path), **_run_settings(cfg)}
+    have = rec.get("settings")
+    if have is None:
+        return
+    diff = [k for k in sorted(set(want) | set(have)) if want.get(k) != have.get(k)]
+    if diff:
+        shown = ", ".join(f"{k}={have.get(k)!r} (now {want.get(k)!r})" for k in diff)
+        raise ValueError(
+            f"{path} is a finished run made with other settings: {shown}; fine-tune into "
+            f"another --out, or delete {path} to run it again"
+        )
+
+
 def _run_one(
     kind: str,
     build: Callable[[], nn.Module],
@@ -300,7 +323,7 @@ def _run_one(
     """Fine-tune one (model, seed) with :func:`complexformer.training.train_task` in
     ``run_dir`` (an interrupted run resumes from its last checkpoint, which is deleted once
     the run is done); returns the result record and the trained model."""
-    settings = {k: v for k, v in asdict(cfg).items() if k not in _NOT_RUN_SETTINGS}
+    settings = _run_settings(cfg)
     task = FinetuneTask(kind, build, data, settings, seed, cfg.batch_size, pad_id, label_names)
     steps = task.steps_per_epoch * cfg.epochs
     tc = _train_config(cfg, seed, steps, task.steps_per_epoch, run_dir)
@@ -431,6 +454,7 @@ def finetune(
                 path = out / "runs" / f"{kind}-seed{seed}.json"
                 if path.is_file():
                     rec = json.loads(path.read_text(encoding="utf-8"))
+                    _check_finished(path, rec, model_path, cfg)
                     log(f"{kind} seed {seed}: done before ({path}), skipped")
                     runs.append(rec)
                     counts[kind] = rec["trainable_params"]
@@ -460,6 +484,7 @@ def finetune(
                     "all_params": total,
                     **({"real_lora_rank": real_rank} if kind == "real-lora" else {}),
                     **res,
+                    "settings": {"model_path": str(model_path), **_run_settings(cfg)},
                 }
                 write_json(path, rec)
                 runs.append(rec)
@@ -480,7 +505,10 @@ def finetune(
             "sizes": {s: len(v[0]) for s, v in data.items()},
             "majority": majority,
             "summary": summary,
-            "runs": [{k: v for k, v in r.items() if k != "test_predictions"} for r in runs],
+            "runs": [
+                {k: v for k, v in r.items() if k not in ("test_predictions", "settings")}
+                for r in runs
+            ],
         }
         write_report(out, "finetune", payload, _markdown(payload))
         return payload

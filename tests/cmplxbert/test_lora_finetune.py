@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 
 import pytest
 import torch
@@ -114,6 +115,15 @@ def test_finetune_three_models_on_a_tiny_bert_and_resume(tmp_path):
     again = finetune(base, cfg, out, log=None)
     assert again["summary"] == p["summary"]
     assert all((out / "runs" / f).stat().st_mtime_ns == before[f] for f in files)
+    # other settings into the same folder: an error naming what differs, nothing overwritten
+    with pytest.raises(ValueError, match=r"lr=0\.001 \(now 0\.0005\)"):
+        finetune(base, cfg.replace(lr=5e-4), out, log=None)
+    other = shutil.copytree(base, tmp_path / "bert-copy")
+    with pytest.raises(ValueError, match=r"model_path=.*\(now '.*bert-copy'\)"):
+        finetune(str(other), cfg, out, log=None)
+    assert all((out / "runs" / f).stat().st_mtime_ns == before[f] for f in files)
+    # the threads and the device do not decide a run's result: reused
+    assert finetune(base, cfg.replace(num_threads=2), out, log=None)["summary"] == p["summary"]
 
 
 def test_finetune_runs_on_the_shared_loop_with_its_weight_decay_rule(tmp_path):
