@@ -3,8 +3,9 @@ micro-F1 and entity F1 (BIO tags, as seqeval's default mode) of token labels, me
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+
+from complexformer import _stats
 
 __all__ = [
     "accuracy",
@@ -97,10 +98,9 @@ def token_metrics(
 
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (n − 1; 0 for a single value)."""
+    """Mean and sample standard deviation (n − 1; 0 for a single value), as a pair
+    (:func:`complexformer._stats.mean_std` with the fine-tuning reports' conventions)."""
     if not values:
         raise ValueError("mean_std of no values")
-    m = sum(values) / len(values)
-    if len(values) == 1:
-        return m, 0.0
-    return m, math.sqrt(sum((v - m) ** 2 for v in values) / (len(values) - 1))
+    s = _stats.mean_std(values)
+    return s["mean"], s["std"] or 0.0

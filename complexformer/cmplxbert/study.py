@@ -13,7 +13,8 @@ curve on one machine, in named steps:
    parameters and the complexified model in real mode (real scores and heads, no MLM), fine-tuned
    on the same data and seeds: horizontal lines;
 5. ``report``: ``study.json``, ``study.md`` and ``study.png`` (accuracy and MLM loss against
-   MLM steps).
+   MLM steps), with each point's accuracy minus each reference's, paired over seeds, and its
+   two-sided paired t-test.
 
 Every step keeps what it wrote: a repeated command resumes the MLM run from its newest
 checkpoint and skips finished fine-tuning runs.
@@ -32,6 +33,7 @@ import torch
 from complexformer._config import ConfigBase
 from complexformer._report import markdown_table, write_report
 from complexformer._runtime import cpu_settings
+from complexformer._stats import MIN_PAIRS, format_p, paired_t_test
 from complexformer.training import METRICS_FILE, TrainConfig, train_task
 from complexformer.training.checkpoint import CHECKPOINTS_DIR, list_checkpoints, load_checkpoint
 
@@ -201,7 +203,20 @@ def _export(
 def _summary(payload: dict[str, Any], kind: str) -> dict[str, Any]:
     s = payload["summary"][kind]
     keys = ("accuracy_mean", "accuracy_std", "macro_f1_mean", "macro_f1_std", "trainable_params")
-    return {k: s[k] for k in keys}
+    runs = sorted((r["seed"], r["test"]["accuracy"]) for r in payload["runs"] if r["model"] == kind)
+    return {**{k: s[k] for k in keys}, "accuracy_by_seed": {str(k): v for k, v in runs}}
+
+
+def _paired(point: dict[str, Any], refs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per reference: the paired t-test of (point − reference) test accuracy over the seeds
+    both have (same seed: same data order and initialisation of the new weights)."""
+    mine = point["accuracy_by_seed"]
+    out = {}
+    for name, ref in refs.items():
+        seeds = sorted(set(mine) & set(ref["accuracy_by_seed"]), key=int)
+        test = paired_t_test([mine[k] - ref["accuracy_by_seed"][k] for k in seeds])
+        out[name] = {k: test[k] for k in ("n", "mean", "std", "t", "df", "p", "note")}
+    return out
 
 
 def run_study(
@@ -231,6 +246,8 @@ def run_study(
         )
         res = finetune(cfg.base, real_mode, out / "finetune" / "real-mode", log)
         refs["CmplxBERT, real mode, no MLM"] = _summary(res, "cmplxbert")
+        for p in points.values():  # paired over seeds, against every reference
+            p["paired"] = _paired(p, refs)
         payload = {
             "config": asdict(cfg),
             "points": [points[s] for s in sorted(points)],
@@ -268,7 +285,26 @@ def _markdown(p: dict[str, Any]) -> str:
         "and macro-F1: mean ± std over seeds.\n\n"
     )
     cols = ["MLM step / reference", "val MLM loss", "accuracy", "macro-F1"]
-    return head + markdown_table(cols, rows, align="lrrr")
+    names = list(p["references"])
+    paired = [
+        [str(x["step"])]
+        + [
+            "n/a" if (d := x["paired"][n])["mean"] is None
+            else f"{d['mean']:+.4f} (p = {format_p(d['p'])})"
+            for n in names
+        ]
+        for x in p["points"]
+    ]  # fmt: skip
+    return (
+        head
+        + markdown_table(cols, rows, align="lrrr")
+        + "\n\nTest accuracy of each point minus each reference, paired over seeds: mean "
+        "difference and the two-sided paired t-test (no p-value with fewer than "
+        f"{MIN_PAIRS} seeds or equal differences).\n\n"
+        + markdown_table(
+            ["MLM step", *(f"vs {n}" for n in names)], paired, align="l" + "r" * len(names)
+        )
+    )
 
 
 def _plot(p: dict[str, Any], path: Path) -> None:

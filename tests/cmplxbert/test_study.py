@@ -53,6 +53,13 @@ def test_study_on_a_three_step_two_point_run_writes_json_table_and_plot(tmp_path
     assert saved["points"] == p["points"]
     assert (out / "study.png").stat().st_size > 10_000
     assert "majority class" in (out / "study.md").read_text()
+    # each point against each reference, paired over the seeds (one seed: a difference, no test)
+    for x in p["points"]:
+        for name, ref in p["references"].items():
+            d = x["paired"][name]
+            assert d["n"] == 1 and d["p"] is None
+            assert d["mean"] == pytest.approx(x["accuracy_mean"] - ref["accuracy_mean"])
+    assert "vs real LoRA" in (out / "study.md").read_text()
     # the step-3 point holds the adapters of the MLM run's final model, step 0 fresh ones
     final = load_cmplxbert(out / "mlm" / "model")[0]
     point = load_cmplxbert(out / "points" / "step3")[0]
@@ -74,3 +81,24 @@ def test_study_config_names_bad_values():
     with pytest.raises(ValueError, match=r"max_steps must be an integer >= every \(500\), got 10"):
         StudyConfig(max_steps=10)
     assert StudyConfig(max_steps=1200, every=500).steps == [0, 500, 1000, 1200]
+
+
+def test_paired_differences_match_scipy_ttest_rel():
+    stats = pytest.importorskip("scipy.stats")
+    from complexformer.cmplxbert.study import _paired
+
+    point = {"accuracy_by_seed": {"0": 0.30, "1": 0.42, "2": 0.35, "3": 0.5}}
+    refs = {
+        "real BERT": {"accuracy_by_seed": {"0": 0.55, "1": 0.60, "2": 0.52}},  # seed 3 missing
+        "same": {"accuracy_by_seed": {"0": 0.20, "1": 0.32, "2": 0.25}},  # equal differences
+    }
+    out = _paired(point, refs)
+    a, b = [0.30, 0.42, 0.35], [0.55, 0.60, 0.52]
+    ref = stats.ttest_rel(a, b)
+    r = out["real BERT"]
+    assert r["n"] == 3
+    assert r["mean"] == pytest.approx(sum(x - y for x, y in zip(a, b, strict=True)) / 3)
+    assert r["t"] == pytest.approx(ref.statistic, rel=1e-9)
+    assert r["p"] == pytest.approx(ref.pvalue, rel=1e-7)
+    assert out["same"]["mean"] == pytest.approx(0.1) and out["same"]["p"] is None
+    assert "equal" in out["same"]["note"]
