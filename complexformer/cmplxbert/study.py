@@ -290,7 +290,7 @@ def _markdown(p: dict[str, Any]) -> str:
         [str(x["step"])]
         + [
             "n/a" if (d := x["paired"][n])["mean"] is None
-            else f"{d['mean']:+.4f} (p = {format_p(d['p'])})"
+            else f"{d['mean']:+.4f} ({_p_text(d['p'])})"
             for n in names
         ]
         for x in p["points"]
@@ -305,6 +305,14 @@ def _markdown(p: dict[str, Any]) -> str:
             ["MLM step", *(f"vs {n}" for n in names)], paired, align="l" + "r" * len(names)
         )
     )
+
+
+def _p_text(p: float | None) -> str:
+    """``p = 0.074``, ``p < 0.001`` or ``no test``."""
+    if p is None:
+        return "no test"
+    s = format_p(p)
+    return "p < 0.001" if s.startswith("<") else f"p = {s}"
 
 
 def _plot(p: dict[str, Any], path: Path) -> None:
