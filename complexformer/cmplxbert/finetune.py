@@ -294,10 +294,10 @@ def _run_settings(cfg: FinetuneConfig) -> dict[str, Any]:
     return json.loads(json.dumps(settings))
 
 
-def _check_finished(path: Path, rec: dict[str, Any], model_path: str, cfg: FinetuneConfig):
-    """A finished run is reused only for the same model and settings; otherwise a
-    ``ValueError`` names what differs (records written before settings were kept pass)."""
-    want = {"model_path": str(model_path), **_run_settings(cfg)}
+def _check_finished(path: Path, rec: dict[str, Any], want: dict[str, Any]) -> None:
+    """A finished run is reused only for the settings ``want`` (its model path included);
+    otherwise a ``ValueError`` names what differs (records written before settings were kept
+    pass)."""
     have = rec.get("settings")
     if have is None:
         return
@@ -449,12 +449,13 @@ def finetune(
         runs: list[dict[str, Any]] = []
         counts: dict[str, int] = {}
         real_rank = cfg.real_lora_rank
+        settings = {"model_path": str(model_path), **_run_settings(cfg)}  # of every run here
         for kind in cfg.models:
             for seed in cfg.seeds:
                 path = out / "runs" / f"{kind}-seed{seed}.json"
                 if path.is_file():
                     rec = json.loads(path.read_text(encoding="utf-8"))
-                    _check_finished(path, rec, model_path, cfg)
+                    _check_finished(path, rec, settings)
                     log(f"{kind} seed {seed}: done before ({path}), skipped")
                     runs.append(rec)
                     counts[kind] = rec["trainable_params"]
@@ -484,7 +485,7 @@ def finetune(
                     "all_params": total,
                     **({"real_lora_rank": real_rank} if kind == "real-lora" else {}),
                     **res,
-                    "settings": {"model_path": str(model_path), **_run_settings(cfg)},
+                    "settings": settings,
                 }
                 write_json(path, rec)
                 runs.append(rec)

@@ -214,8 +214,7 @@ def _paired(point: dict[str, Any], refs: dict[str, dict[str, Any]]) -> dict[str,
     out = {}
     for name, ref in refs.items():
         seeds = sorted(set(mine) & set(ref["accuracy_by_seed"]), key=int)
-        test = paired_t_test([mine[k] - ref["accuracy_by_seed"][k] for k in seeds])
-        out[name] = {k: test[k] for k in ("n", "mean", "std", "t", "df", "p", "note")}
+        out[name] = paired_t_test([mine[k] - ref["accuracy_by_seed"][k] for k in seeds])
     return out
 
 
