@@ -327,7 +327,7 @@ class Trainer:
         if ckpt is not None:
             task.load_checkpoint_into(model, ckpt)
         model.to(dist.device)
-        self.optimizer = build_optimizer(model, tc)
+        self.optimizer = build_optimizer(model, tc, task.lr_scale)
         self.scheduler = build_scheduler(self.optimizer, tc)
         self.step = 0
         self.accum = _fresh_accum()
@@ -424,7 +424,8 @@ class Trainer:
                 prev = aux_sums.get(name, 0.0)
                 aux_sums[name] = prev + value.detach().double() / tc.grad_accum
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip))
-        lr = self.optimizer.param_groups[0]["lr"]
+        group = self.optimizer.param_groups[0]
+        lr = group["lr"] / group.get("lr_scale", 1.0)  # the schedule's lr, not a group's
         self.optimizer.step()
         self.scheduler.step()
         self.step += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -62,30 +63,49 @@ def decay_split(model: nn.Module) -> tuple[list[str], list[str]]:
     return decay, no_decay
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+def param_groups(
+    model: nn.Module, weight_decay: float, lr_scale: Callable[[str], float] | None = None
+) -> list[dict[str, Any]]:
     """AdamW parameter groups ``decay`` and ``no_decay`` following :func:`decay_split`.
 
     Args:
         model: the model.
         weight_decay: the decay of the ``decay`` group (the other group has 0).
+        lr_scale: a parameter's learning-rate multiplier from its name (None: 1 for all);
+            parameters with another multiplier than 1 form groups of their own, named
+            ``decay@0.3`` etc., whose ``lr_scale`` the optimizer applies to the lr.
 
     Returns:
-        Two dicts with ``params``, ``weight_decay`` and ``name`` (empty groups omitted).
+        Dicts with ``params``, ``weight_decay``, ``name`` and ``lr_scale`` (empty groups
+        omitted).
     """
     decay, no_decay = decay_split(model)
     params = dict(model.named_parameters())
-    groups = [
-        {"name": "decay", "params": [params[n] for n in decay], "weight_decay": weight_decay},
-        {"name": "no_decay", "params": [params[n] for n in no_decay], "weight_decay": 0.0},
+    groups: dict[tuple[str, float], list[nn.Parameter]] = {}
+    for kind, names in (("decay", decay), ("no_decay", no_decay)):
+        for n in names:
+            scale = 1.0 if lr_scale is None else float(lr_scale(n))
+            groups.setdefault((kind, scale), []).append(params[n])
+    return [
+        {
+            "name": kind if scale == 1.0 else f"{kind}@{scale:g}",
+            "params": ps,
+            "weight_decay": weight_decay if kind == "decay" else 0.0,
+            "lr_scale": scale,
+        }
+        for (kind, scale), ps in groups.items()
     ]
-    return [g for g in groups if g["params"]]
 
 
-def build_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
-    """``torch.optim.AdamW`` over :func:`param_groups` with the config's lr, betas, eps, decay."""
-    return torch.optim.AdamW(
-        param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps
-    )
+def build_optimizer(
+    model: nn.Module, cfg: TrainConfig, lr_scale: Callable[[str], float] | None = None
+) -> torch.optim.AdamW:
+    """``torch.optim.AdamW`` over :func:`param_groups` with the config's lr (times each
+    group's ``lr_scale``), betas, eps and decay."""
+    groups = param_groups(model, cfg.weight_decay, lr_scale)
+    for g in groups:
+        g["lr"] = cfg.lr * g["lr_scale"]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
 
 
 def lr_factor(

@@ -113,6 +113,11 @@ class TrainTask:
         """Write the configuration and tokenizer into the run directory (rank 0)."""
         raise NotImplementedError
 
+    def lr_scale(self, name: str) -> float:
+        """The learning-rate multiplier of the trainable parameter called ``name`` (1 by
+        default; a fine-tuning task trains its new head faster than the rest)."""
+        return 1.0
+
     def step_loss(self, model: nn.Module, batch: torch.Tensor, step: int, micro: int) -> StepLoss:
         """Losses of the micro-batch ``batch`` (seqs, seq_tokens) of update ``step`` (1-based)."""
         raise NotImplementedError

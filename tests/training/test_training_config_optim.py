@@ -149,3 +149,32 @@ def test_scheduler_applies_lr_at_and_is_json_safe():
         opt.step()
         sched.step()
     json.dumps(sched.state_dict())
+
+
+def test_lr_scale_puts_parameters_in_groups_of_their_own_rate():
+    cfg = GPTConfig(vocab_size=50, n_layer=1, n_head=2, d_model=16, d_ff=32, max_seq_len=8)
+    model = ComplexFormerLM(cfg)
+    tc = TrainConfig(out_dir="x", lr=1e-3, max_steps=10, warmup_frac=0.0)
+
+    def scale(name):
+        return 1.0 if name.startswith("blocks.0.mlp") else 0.25
+
+    opt = build_optimizer(model, tc, scale)
+    groups = {g["name"]: g for g in opt.param_groups}
+    assert set(groups) == {"decay", "no_decay", "decay@0.25", "no_decay@0.25"}
+    assert groups["decay@0.25"]["lr"] == pytest.approx(2.5e-4)
+    assert groups["decay"]["lr"] == pytest.approx(1e-3)
+    assert groups["decay@0.25"]["weight_decay"] == 0.01
+    assert groups["no_decay@0.25"]["weight_decay"] == 0.0
+    ids = {id(p): n for n, p in model.named_parameters()}
+    for g in opt.param_groups:  # every parameter in the group of its own rate
+        for p in g["params"]:
+            assert scale(ids[id(p)]) == g["lr_scale"]
+    warm = TrainConfig(out_dir="x", lr=1e-3, max_steps=10, warmup_frac=0.5)
+    opt = build_optimizer(model, warm, scale)
+    build_scheduler(opt, warm)  # the schedule multiplies each group's own rate
+    lrs = {g["name"]: g["lr"] for g in opt.param_groups}
+    assert lrs["decay"] == pytest.approx(1e-3 / 5)  # first warm-up step of five
+    assert lrs["decay@0.25"] == pytest.approx(0.25 * lrs["decay"])
+    # no scale: the two groups of before, in the same order (old checkpoints resume)
+    assert [g["name"] for g in build_optimizer(model, tc).param_groups] == ["decay", "no_decay"]
