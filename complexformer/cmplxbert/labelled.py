@@ -11,6 +11,9 @@ Task specs:
 
 - ``docstrings``: which standard-library module a docstring comes from
   (:mod:`complexformer.cmplxbert.docstrings`; offline, built from the running interpreter).
+- ``docstring-pairs`` (pair) and ``code-tags`` (token): do two docstrings come from the same
+  module; the role of each token of a line of code (:mod:`complexformer.cmplxbert.stdlib_tasks`;
+  offline likewise).
 - ``hf:NAME[:CONFIG]``: a Hugging Face dataset (``datasets.load_dataset``; needs the ``hf``
   extra and, for hub names, a network). Splits ``train``, ``validation`` and ``test``; a test
   split without labels (label -1, as in GLUE) is replaced by the validation split, and a
@@ -38,11 +41,14 @@ from complexformer._optional import require
 
 from .docstrings import build_docstring_dataset
 from .metrics import classification_metrics, token_metrics
+from .stdlib_tasks import build_code_tags, build_docstring_pairs
 
-__all__ = ["TASK_TYPES", "ClassificationTask", "load_classification_task"]
+__all__ = ["BUILTIN_TASKS", "TASK_TYPES", "ClassificationTask", "load_classification_task"]
 
 SPLITS = ("train", "validation", "test")
 TASK_TYPES = ("sequence", "pair", "token")
+#: The offline tasks built from the standard library and their task types.
+BUILTIN_TASKS = {"docstrings": "sequence", "docstring-pairs": "pair", "code-tags": "token"}
 
 
 @dataclass
@@ -188,9 +194,13 @@ def load_classification_task(
         raise ValueError(f"task_type {task_type!r}; allowed: {', '.join(map(repr, TASK_TYPES))}")
     fields = (text_field, pair_field, label_field)
     tokens = task_type == "token"
-    if spec == "docstrings" and task_type != "sequence":
-        raise ValueError(f"task 'docstrings' is a sequence task, not {task_type!r}")
-    if spec == "docstrings":
+    if spec in BUILTIN_TASKS and task_type != BUILTIN_TASKS[spec]:
+        raise ValueError(f"task {spec!r} is a {BUILTIN_TASKS[spec]} task, not {task_type!r}")
+    if spec in ("docstring-pairs", "code-tags"):
+        build = build_docstring_pairs if spec == "docstring-pairs" else build_code_tags
+        names, splits = build()
+        task = ClassificationTask(spec, names, splits, task_type)
+    elif spec == "docstrings":
         ds = build_docstring_dataset()
         ids = {lab: i for i, lab in enumerate(ds.labels)}
         splits = {
