@@ -26,7 +26,13 @@ from complexformer._atomic import atomic_output
 
 from .layers import ComplexLoRAEmbedding
 
-__all__ = ["embedding_components", "imaginary_energy_share", "plot_embedding_scatter"]
+__all__ = [
+    "embedding_components",
+    "imaginary_energy_share",
+    "imaginary_to_real",
+    "plot_embedding_scatter",
+    "sentence_cosine",
+]
 
 
 def _word_embedding_layer(model: nn.Module) -> ComplexLoRAEmbedding:
@@ -85,6 +91,42 @@ def embedding_components(model: nn.Module, n: int = 2000, seed: int = 0) -> Tens
         b = layer.complex_B.detach()[cols]  # (n, r)
         z = z + layer.scaling * (a * b.conj()).sum(dim=-1).to(z.dtype)
     return z
+
+
+def _masked(h: Tensor, mask: Tensor | None) -> Tensor:
+    """(B, T, 1) float weights of the tokens (1 where ``mask`` is set, all ones if None)."""
+    if mask is None:
+        return torch.ones(h.shape[:2] + (1,), dtype=torch.float64, device=h.device)
+    return mask.detach().to(device=h.device, dtype=torch.float64).unsqueeze(-1)
+
+
+def imaginary_to_real(h: Tensor, mask: Tensor | None = None) -> float:
+    """Σ|Im h|² / Σ|Re h|² over the tokens of hidden states (B, T, E) (0 for real h): how
+    far the adapters moved the hidden states off the real axis (docs/cmplxbert.md, adapter
+    growth)."""
+    h = h.detach()
+    if not h.is_complex():
+        return 0.0
+    w = _masked(h, mask)
+    re = (h.real.double().pow(2) * w).sum()
+    return float((h.imag.double().pow(2) * w).sum() / re.clamp(min=1e-300))
+
+
+def sentence_cosine(h: Tensor, mask: Tensor | None = None) -> float:
+    """Mean pairwise cosine of the sentence vectors: the masked mean of hidden states
+    (B, T, E) over the tokens ([Re, Im] concatenated for complex h), averaged over the
+    B·(B − 1) ordered pairs. Near 1: every sentence looks alike (a collapse); a
+    pre-trained encoder keeps it low (MiniLM's last layer: about 0.1 on docstrings)."""
+    h = h.detach()
+    if h.is_complex():
+        h = torch.cat([h.real, h.imag], -1)
+    w = _masked(h, mask)
+    v = (h.double() * w).sum(1) / w.sum(1).clamp(min=1)  # (B, E)
+    v = torch.nn.functional.normalize(v, dim=-1)
+    n = v.shape[0]
+    if n < 2:
+        raise ValueError(f"sentence_cosine: needs at least 2 sentences, got {n}")
+    return float(((v @ v.T).sum() - (v * v).sum()) / (n * (n - 1)))
 
 
 def imaginary_energy_share(z: Tensor) -> float:

@@ -13,10 +13,11 @@ from .config import (
     HEAD_OUTPUTS,
     HEADS,
     PAPER_TRAINING,
+    STARTS,
     WHITEN_CHOICES,
     CmplxBertConfig,
 )
-from .labelled import TASK_TYPES
+from .labelled import BUILTIN_TASKS, TASK_TYPES
 
 __all__ = ["add_cbert_parsers"]
 
@@ -42,18 +43,19 @@ examples:
   complexformer finetune --model runs/cbert8/model --task hf:stanfordnlp/sst2 \\
       --text-field sentence --seeds 0 1 2 3 4
 
---task: `docstrings` (offline: which stdlib module a docstring comes from), hf:NAME[:CONFIG],
-a .jsonl/.csv file with text and label columns (split 80/10/10 by a hash of the text), or a
-folder with train/validation/test .jsonl or .csv files.
+--task: `docstrings` (offline: which stdlib module a docstring comes from), `docstring-pairs`
+(offline pairs: same module or not), `code-tags` (offline token tags of stdlib code),
+hf:NAME[:CONFIG], a .jsonl/.csv file with text and label columns (split 80/10/10 by a hash
+of the text), or a folder with train/validation/test .jsonl or .csv files.
 """
 
 
 PRESETS = ("library", "paper")
-_MODEL_KEYS = ("attention_score", "head_output", "whiten", "heads")
+_MODEL_KEYS = ("attention_score", "head_output", "whiten", "heads", "start", "start_offset")
 #: What ``--preset`` fills in for the options left unset, per command.
 _TRAINING = {
     "complexify": {"library": {"lr": 1e-4, "warmup_frac": 0.1, "batch_size": 32}},
-    "finetune": {"library": {"lr": 1e-4, "epochs": 2}},
+    "finetune": {"library": {"lr": 1e-3, "epochs": 2, "base_lr_ratio": 0.3}},
 }
 
 
@@ -128,6 +130,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     from .finetune import FinetuneConfig, finetune
 
     apply_preset(args, "finetune")
+    if args.task_type is None:
+        args.task_type = BUILTIN_TASKS.get(args.task, "sequence")
     token = args.task_type == "token"
     cfg = FinetuneConfig(
         task=args.task,
@@ -137,6 +141,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         seeds=tuple(args.seeds),
         epochs=args.epochs,
         lr=args.lr,
+        base_lr_ratio=args.base_lr_ratio,
         batch_size=args.batch_size,
         max_len=args.max_len,
         warmup_frac=args.warmup_frac,
@@ -148,6 +153,8 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         head_output=args.head_output,
         whiten=args.whiten,
         heads=args.heads,
+        start=args.start,
+        start_offset=args.start_offset,
         pooling=args.pooling,
         real_lora_rank=args.real_lora_rank,
         text_field=args.text_field or ("tokens" if token else "text"),
@@ -160,6 +167,17 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     print(Path(args.out, "finetune.md").read_text(encoding="utf-8"))
     if args.json:
         print(json.dumps(payload["summary"], indent=2))
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    from .start_report import start_report
+
+    if args.n < 2:
+        raise SystemExit(f"cbert-start: --n must be at least 2, got {args.n}")
+    start_report(args.base, args.out, n=args.n, max_len=args.max_len,
+                 offset=args.start_offset, threads=args.threads)  # fmt: skip
+    print(Path(args.out, "start.md").read_text(encoding="utf-8"))
     return 0
 
 
@@ -179,11 +197,13 @@ def cmd_study(args: argparse.Namespace) -> int:
         grad_accum=args.grad_accum,
         max_len=args.max_len,
         lr=args.lr,
+        base_lr_ratio=args.base_lr_ratio,
         warmup_frac=args.warmup_frac,
         weight_decay=args.weight_decay,
         seeds=tuple(args.seeds),
         ft_epochs=args.ft_epochs,
         ft_lr=args.ft_lr,
+        ft_base_lr_ratio=args.ft_base_lr_ratio,
         ft_batch_size=args.ft_batch_size,
         ft_max_len=args.ft_max_len,
         max_train_examples=args.max_train_examples,
@@ -300,6 +320,21 @@ def _model_options(p: argparse.ArgumentParser, when: str) -> None:
         help=f"heads{when}: BERT's blocks (MLM transform, pooler) or one adapted linear each "
         "(default bert, paper preset linear)",
     )
+    p.add_argument(
+        "--start",
+        default=None,
+        choices=STARTS,
+        help=f"initial complex biases{when}: keep (modulus scores and heads start as the real "
+        "model's: imaginary query/key offsets, real head offsets) or paper (all zero; the "
+        "modulus then forgets the pre-trained attention); default keep, paper preset paper",
+    )
+    p.add_argument(
+        "--start-offset",
+        type=float,
+        default=None,
+        help="C of --start keep: every attention logit is shifted by C, a^2 = C*sqrt(d) "
+        "(default 8)",
+    )
 
 
 def add_cbert_parsers(sub) -> None:
@@ -386,15 +421,26 @@ def add_cbert_parsers(sub) -> None:
         "--models",
         nargs="+",
         default=["cmplxbert", "real", "real-lora"],
-        choices=("cmplxbert", "real", "real-lora"),
-        help="which models (default all)",
+        choices=("cmplxbert", "cmplxbert-paper", "real", "real-lora"),
+        help="which models (default cmplxbert real real-lora; cmplxbert-paper: the CmplxBERT "
+        "with the paper's zero start, for a plain BERT --model)",
     )
     f.add_argument(
         "--seeds", nargs="+", type=int, default=[0, 1, 2], help="one run per seed (default 0 1 2)"
     )
     f.add_argument("--epochs", type=int, default=None, help="epochs (default 2, the paper)")
     f.add_argument(
-        "--lr", type=float, default=None, help="peak learning rate (default 1e-4, the paper)"
+        "--lr",
+        type=float,
+        default=None,
+        help="peak learning rate of the new head (default 1e-3, paper preset 1e-4)",
+    )
+    f.add_argument(
+        "--base-lr-ratio",
+        type=float,
+        default=None,
+        help="every other trainable parameter trains at lr times this (default 0.3, paper "
+        "preset 1: one rate)",
     )
     f.add_argument("--batch-size", type=int, default=16, help="examples per update")
     f.add_argument("--max-len", type=int, default=128, help="tokens per example (truncation)")
@@ -434,10 +480,11 @@ def add_cbert_parsers(sub) -> None:
     )
     f.add_argument(
         "--task-type",
-        default="sequence",
+        default=None,
         choices=TASK_TYPES,
         help="sequence: a text and a label; pair: two texts (--text-field, --pair-field) and "
-        "a label; token: words and one tag per word (default sequence)",
+        "a label; token: words and one tag per word (default sequence; the built-in "
+        "docstring-pairs and code-tags tasks set their own)",
     )
     f.add_argument(
         "--text-field",
@@ -483,13 +530,25 @@ def add_cbert_parsers(sub) -> None:
     st.add_argument("--grad-accum", type=int, default=1, help="micro-steps per MLM update")
     st.add_argument("--max-len", type=int, default=128, help="tokens per sequence (default 128)")
     st.add_argument("--lr", type=float, default=None, help="MLM peak learning rate (1e-4)")
+    st.add_argument(
+        "--base-lr-ratio",
+        type=float,
+        default=1.0,
+        help="MLM: everything but a new MLM head's weights trains at lr times this (default 1)",
+    )
     st.add_argument("--warmup-frac", type=float, default=None, help="MLM warm-up fraction")
     st.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay")
     st.add_argument(
         "--seeds", nargs="+", type=int, default=[0, 1, 2], help="fine-tuning seeds (0 1 2)"
     )
     st.add_argument("--ft-epochs", type=int, default=2, help="fine-tuning epochs (default 2)")
-    st.add_argument("--ft-lr", type=float, default=1e-4, help="fine-tuning lr (default 1e-4)")
+    st.add_argument("--ft-lr", type=float, default=1e-3, help="fine-tuning lr (default 1e-3)")
+    st.add_argument(
+        "--ft-base-lr-ratio",
+        type=float,
+        default=0.3,
+        help="fine-tuning: lr ratio of everything but the new head (default 0.3)",
+    )
     st.add_argument("--ft-batch-size", type=int, default=16, help="fine-tuning batch (16)")
     st.add_argument(
         "--ft-max-len", type=int, default=None, help="fine-tuning tokens per example (--max-len)"
@@ -508,6 +567,28 @@ def add_cbert_parsers(sub) -> None:
     st.add_argument("--device", default="auto", choices=DEVICES, help="device (default auto)")
     st.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
     st.set_defaults(func=cmd_study)
+
+    s0 = sub.add_parser(
+        "cbert-start",
+        help="how far the complexified model starts from the real one, layer by layer",
+        description="Complexify a real BERT with modulus attention and heads twice, with the "
+        "paper's zero start and with the sign-preserving start (--start keep), and compare "
+        "each layer's hidden states with the real model's on unseen sentences (the docstring "
+        "task's test split): the mean pairwise cosine of the sentence vectors, the relative "
+        "error and the imaginary-to-real energy. Writes start.json, start.md and start.png.",
+        formatter_class=fmt,
+    )
+    s0.add_argument(
+        "--base", default="minilm", help="real BERT: hub name, local directory or 'minilm'"
+    )
+    s0.add_argument("--n", type=int, default=64, help="sentences (default 64)")
+    s0.add_argument("--max-len", type=int, default=64, help="tokens per sentence (default 64)")
+    s0.add_argument(
+        "--start-offset", type=float, default=8.0, help="C of the keep start (default 8)"
+    )
+    s0.add_argument("--out", required=True, help="output folder")
+    s0.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    s0.set_defaults(func=cmd_start)
 
     a = sub.add_parser(
         "analyze-embeddings",

@@ -13,6 +13,7 @@ transformers is imported inside the functions that need it (extra ``hf``).
 from __future__ import annotations
 
 import difflib
+import math
 
 import torch
 from torch import nn
@@ -36,6 +37,13 @@ from .modeling import (
     CmplxPredictions,
     CmplxSelfAttention,
     CmplxTransform,
+)
+from .start import (
+    calibration_ids,
+    head_offset,
+    layer_norm_bound,
+    offset_directions,
+    set_attention_offsets,
 )
 
 __all__ = ["complexify"]
@@ -171,10 +179,38 @@ def _fresh_mlm_head(bert_model, hf_config):
     return head
 
 
+def _keep_start(bert, model_config: CmplxBertConfig, layers, heads, norms, calibration) -> None:
+    """The ``start="keep"`` values of the complex biases (:mod:`.start`): attention offsets
+    for modulus scores (directions calibrated on ``calibration`` ids, by default random
+    tokens) and real offsets on the modulus heads."""
+    if model_config.attention_score == "modulus":
+        hc = bert.config
+        mask = None
+        if calibration is None:
+            calibration = calibration_ids(
+                hc.vocab_size, hc.max_position_embeddings, exclude=(hc.pad_token_id,)
+            )
+        elif not isinstance(calibration, torch.Tensor):  # a tokenizer output (a mapping)
+            calibration, mask = calibration["input_ids"], calibration.get("attention_mask")
+        dev = bert.embeddings.word_embeddings.weight.device
+        mask = None if mask is None else mask.to(dev)
+        dirs = offset_directions(bert, calibration.to(dev), mask)
+        for layer, u in zip(layers, dirs, strict=True):
+            set_attention_offsets(layer.attention.self, u, model_config.start_offset)
+    if model_config.head_output == "modulus":
+        e = bert.config.hidden_size
+        bound = max([math.sqrt(e)] + [layer_norm_bound(n) for n in norms])
+        with torch.no_grad():
+            for layer in heads:
+                if layer.bias_c is not None:
+                    layer.bias_c[:, 0] = head_offset(layer.base_layer, bound)
+
+
 def complexify(
     model: nn.Module,
     config: ComplexLoRAConfig | None = None,
     model_config: CmplxBertConfig | None = None,
+    calibration=None,
     **overrides,
 ) -> CmplxBert:
     """Wrap a Hugging Face BERT into a complex-valued :class:`CmplxBert` (Tamburini 2024).
@@ -194,6 +230,10 @@ def complexify(
             (default: its defaults).
         model_config: the complex model around them, a
             :class:`~complexformer.cmplxbert.CmplxBertConfig` (default: its defaults).
+        calibration: for ``start="keep"`` with modulus scores, the (B, T) token ids (or a
+            tokenizer output with ``input_ids`` and ``attention_mask``) through the real
+            model on which the offset directions are chosen; None (default): 32 random
+            sequences of 128 tokens (seeded), which needs no data.
         **overrides: fields of either config to replace, e.g.
             ``complexify(m, r=16, attention_score="real")``.
 
@@ -324,6 +364,16 @@ def complexify(
                     p.requires_grad_(True)
     for p in fresh:  # a new head's real weights are not pre-trained: they train
         p.requires_grad_(True)
+    if model_config.start == "keep":
+        norms = [bert.encoder.layer[-1].output.LayerNorm]
+        if cls_head is not None and model_config.heads == "bert":
+            norms.append(hf_head.predictions.transform.LayerNorm)
+        logit_heads = [cls_head.predictions.decoder] if cls_head is not None else []
+        if cls_head is not None and cls_head.seq_relationship is not None:
+            logit_heads.append(cls_head.seq_relationship)
+        if classifier is not None:
+            logit_heads.append(classifier)
+        _keep_start(bert, model_config, layers, logit_heads, norms, calibration)
 
     out = CmplxBert(
         body,

@@ -27,6 +27,7 @@ __all__ = [
     "HEAD_OUTPUTS",
     "INITS",
     "PAPER_TRAINING",
+    "STARTS",
     "TRAIN_HEADS",
     "WHITEN_CHOICES",
     "ComplexLoRAConfig",
@@ -39,17 +40,19 @@ ATTENTION_SCORES = ("modulus", "real")
 HEAD_OUTPUTS = ("modulus", "real")
 HEADS = ("bert", "linear")
 INITS = ("zero_b", "zero_a")
+STARTS = ("keep", "paper")
 TRAIN_HEADS = ("adapters", "full", "none")
 WHITEN_CHOICES = ("scalar", "full")
 
 #: The training settings Tamburini 2024 states (sec. 4): continued MLM pre-training with "a
 #: learning rate of 1e-4, with a linear schedule with warmup, and a batch size of 512" (the
 #: warm-up length is not given; BERT's own recipe warmed up over 1% of its updates), and
-#: fine-tuning "for exactly 2 epochs, with a learning rate of 1e-4". ``--preset paper`` of
-#: ``complexify`` and ``finetune`` applies them.
+#: fine-tuning "for exactly 2 epochs, with a learning rate of 1e-4" (one rate for every
+#: parameter: ``base_lr_ratio`` 1). ``--preset paper`` of ``complexify`` and ``finetune``
+#: applies them.
 PAPER_TRAINING: dict[str, dict[str, Any]] = {
     "mlm": {"lr": 1e-4, "schedule": "linear", "warmup_frac": 0.01, "batch_size": 512},
-    "finetune": {"lr": 1e-4, "epochs": 2},
+    "finetune": {"lr": 1e-4, "epochs": 2, "base_lr_ratio": 1.0},
 }
 
 #: Name suffixes of the BERT layers that get adapters by default: the three embeddings, the
@@ -102,10 +105,13 @@ class ComplexLoRAConfig(ConfigBase):
             ``bert.encoder.layer.0.attention.self.query``, ``cls.predictions.decoder``,
             ``classifier``). Untargeted linears still act on complex inputs (the frozen real
             map applied to Re and Im) but have no adapter and no complex bias.
-        init: ``"zero_b"`` (default): B = 0 and A ~ CN(0, 1/r) (E|a|² = 1/r), so A·Bᴴ = 0
-            and the wrapped model equals its base at step 0 while B gets a non-zero gradient
-            at once (peft's choice of zeroing the factor next to the output, transposed:
-            here B sits on the input side). ``"zero_a"``: A = 0 and B ~ CN(0, 1/in).
+        init: ``"zero_a"`` (default): A = 0 and B ~ CN(0, 1/in), so A·Bᴴ = 0 and the
+            wrapped model equals its base at step 0 while A gets a non-zero gradient at once
+            (peft's choice: the factor next to the output starts at zero). ``"zero_b"``:
+            B = 0 and A ~ CN(0, 1/r), the input-side factor at zero: its first Adam steps
+            move every B entry by about lr in the direction of the inputs, so A·Bᴴ·x grows
+            with the sum of |x| over the input features; measured on MiniLM it doubled the
+            imaginary parts' early growth (docs/cmplxbert.md, "Adapter growth").
         embedding_init: the same choice for the embedding adapters E + s·A·Bᴴ, where A
             (num × r) is indexed by token and B (dim × r) by feature. ``"zero_a"`` (default,
             peft's choice for embeddings): A = 0, B ~ CN(0, 1/dim), so an update changes only
@@ -120,7 +126,7 @@ class ComplexLoRAConfig(ConfigBase):
     alpha: float | None = None
     dropout: float = 0.0
     target_modules: list[str] | str = field(default_factory=lambda: list(DEFAULT_TARGET_MODULES))
-    init: str = "zero_b"
+    init: str = "zero_a"
     embedding_init: str = "zero_a"
     complex_bias: bool = True
 
@@ -176,9 +182,10 @@ class ComplexLoRAConfig(ConfigBase):
     def paper(cls, r: int = 8, **changes: Any) -> ComplexLoRAConfig:
         """The adapters of Tamburini 2024 (sec. 3): rank ``r`` (the paper: 8 to 64), every
         embedding, attention, feed-forward and head layer adapted, a complex bias on each
-        adapted linear, scale 1. The paper states no adapter dropout or initialisation; these
-        stay the library's (no dropout, one factor zero so that A·Bᴴ = 0 at step 0)."""
-        return cls(r=r, alpha=None, complex_bias=True).replace(**changes)
+        adapted linear, scale 1. The paper states no adapter dropout or initialisation: no
+        dropout, and the input-side factor at zero (``init="zero_b"``, the library's choice
+        when the paper-preset studies of docs/cmplxbert.md were run)."""
+        return cls(r=r, alpha=None, complex_bias=True, init="zero_b").replace(**changes)
 
     # ------------------------------------------------------------------ derived
 
@@ -224,6 +231,16 @@ class CmplxBertConfig(ConfigBase):
             one, initialised as transformers' ``BertOnlyMLMHead`` with the decoder tied to
             the word embeddings; its real weights are new, so they train and are saved with
             the adapters.
+        start: the initial values of the complex biases. ``"keep"`` (default): with modulus
+            scores, imaginary parts a·u on the query and key biases of each head, so that
+            |Q·Kᴴ| = q·k + a² + (a small error) keeps the pre-trained attention, and with
+            modulus heads a real offset c in the head's bias so that |z + c| = z + c keeps
+            the real logits (:mod:`complexformer.cmplxbert.start`; docs/cmplxbert.md
+            derives both). ``"paper"``: every complex bias zero (Tamburini 2024), which
+            with modulus scores does not reproduce the real model at step 0. Nothing changes
+            for real-part scores and heads.
+        start_offset: C of the ``"keep"`` start, a² = C·√d: the shift of every attention
+            logit (the softmax ignores it; it must exceed most negative scaled scores).
     """
 
     attention_score: str = "modulus"
@@ -234,6 +251,8 @@ class CmplxBertConfig(ConfigBase):
     train_heads: str = "adapters"
     add_mlm_head: bool = False
     heads: str = "bert"
+    start: str = "keep"
+    start_offset: float = 8.0
 
     _what = "CmplxBertConfig field"
 
@@ -241,9 +260,16 @@ class CmplxBertConfig(ConfigBase):
     def paper(cls, **changes: Any) -> CmplxBertConfig:
         """Every choice of the complex model that Tamburini 2024 states: modulus attention
         scores (sec. 3.3), the full C^(-1/2) whitening of the complex LayerNorm (sec. 3.4),
-        heads that are one LoRA-adapted linear followed by the modulus (sec. 3.6). The
-        library's defaults differ where they measured better (docs/cmplxbert.md)."""
-        base = cls(attention_score="modulus", head_output="modulus", whiten="full", heads="linear")
+        heads that are one LoRA-adapted linear followed by the modulus (sec. 3.6), and every
+        complex bias zero at the start (``start="paper"``). The library's defaults differ
+        where they measured better (docs/cmplxbert.md)."""
+        base = cls(
+            attention_score="modulus",
+            head_output="modulus",
+            whiten="full",
+            heads="linear",
+            start="paper",
+        )
         return base.replace(**changes)
 
     def __post_init__(self) -> None:
@@ -253,6 +279,11 @@ class CmplxBertConfig(ConfigBase):
         _choice(self.whiten, "whiten", WHITEN_CHOICES, w)
         _choice(self.train_heads, "train_heads", TRAIN_HEADS, w)
         _choice(self.heads, "heads", HEADS, w)
+        _choice(self.start, "start", STARTS, w)
+        c = self.start_offset
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0:
+            raise ValueError(f"{w}: start_offset must be a number > 0, got {c!r}")
+        self.start_offset = float(c)
         eps = self.layer_norm_eps
         if eps is not None and (
             isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0
@@ -293,6 +324,7 @@ def split_config_dict(meta: dict[str, Any]) -> tuple[ComplexLoRAConfig, CmplxBer
     moved = {k: lora.pop(k) for k in list(lora) if k in CmplxBertConfig.field_names()}
     lora_kw, _ = split_overrides(lora, "saved config")
     model_kw = {**moved, **model}
+    model_kw.setdefault("start", "paper")  # files from before the choice had zero biases
     CmplxBertConfig.check_keys(model_kw)
     return ComplexLoRAConfig.from_dict(lora_kw), CmplxBertConfig.from_dict(model_kw)
 

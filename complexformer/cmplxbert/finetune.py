@@ -28,13 +28,14 @@ from complexformer._config import ConfigBase
 from complexformer._optional import require
 from complexformer._report import markdown_table, write_json, write_report
 from complexformer._runtime import cpu_settings
+from complexformer._stats import format_p, paired_t_test
 from complexformer.nn import functional as CF
 from complexformer.training import METRICS_FILE, TrainConfig, train_task
 from complexformer.training.checkpoint import CHECKPOINTS_DIR
 
 from .complexify import complexify
 from .config import CmplxBertConfig, ComplexLoRAConfig
-from .finetune_task import FinetuneTask
+from .finetune_task import PROBE_EXAMPLES, FinetuneTask
 from .io import trainable_parameter_counts
 from .labelled import TASK_TYPES, ClassificationTask, load_classification_task
 from .loading import (
@@ -47,9 +48,14 @@ from .loading import (
 from .metrics import classification_metrics, mean_std, token_metrics
 from .real import add_real_lora
 
-__all__ = ["MODEL_KINDS", "FinetuneConfig", "build_classifier", "finetune"]
+__all__ = ["DEFAULT_MODELS", "MODEL_KINDS", "FinetuneConfig", "build_classifier", "finetune"]
 
-MODEL_KINDS = ("cmplxbert", "real", "real-lora")
+#: What ``finetune`` can train: the CmplxBERT, the CmplxBERT complexified with the paper's
+#: start (a plain BERT only), the real BERT and the real BERT with real LoRA.
+MODEL_KINDS = ("cmplxbert", "cmplxbert-paper", "real", "real-lora")
+DEFAULT_MODELS = ("cmplxbert", "real", "real-lora")
+#: Updates over which the summary reports the adapter growth (the largest probe value).
+GROWTH_WINDOW = 100
 #: settings that do not change a single run (left out of its config.json).
 _NOT_RUN_SETTINGS = ("models", "seeds", "num_threads", "device")
 #: linear layers that get real LoRA adapters (the encoder's, as the complex adapters).
@@ -61,7 +67,8 @@ REAL_LORA_TARGETS = (
 
 @dataclass
 class FinetuneConfig(ConfigBase):
-    """Settings of :func:`finetune` (defaults: the paper's 2 epochs at lr 1e-4).
+    """Settings of :func:`finetune` (defaults: 2 epochs as the paper, the head at lr 1e-3 and
+    the rest at 0.3 × lr; ``--preset paper``: one rate of 1e-4).
 
     Attributes:
         task: the data spec (:func:`complexformer.cmplxbert.labelled.load_classification_task`).
@@ -72,7 +79,12 @@ class FinetuneConfig(ConfigBase):
         models: which of ``cmplxbert``, ``real``, ``real-lora`` to fine-tune.
         seeds: one run per seed and model (init of new heads, adapters, data order, dropout).
         epochs: passes over the training split.
-        lr: peak learning rate (AdamW), linear warm-up over ``warmup_frac`` then linear decay.
+        lr: peak learning rate (AdamW) of the new classification head, linear warm-up over
+            ``warmup_frac`` then linear decay.
+        base_lr_ratio: every other trainable parameter (adapters, complex biases,
+            LayerNorms; the pre-trained weights of the real BERT) trains at
+            ``lr × base_lr_ratio``. 0.3 (default) keeps the adapters' growth bounded
+            (docs/cmplxbert.md, "Adapter growth"); 1 is the paper's single rate.
         batch_size: examples per update.
         max_len: tokens per example after truncation ([CLS] and [SEP] included).
         warmup_frac: fraction of the updates spent warming up.
@@ -90,6 +102,8 @@ class FinetuneConfig(ConfigBase):
             choices it was pre-trained with).
         whiten: ``"scalar"`` or ``"full"``, likewise.
         heads: ``"bert"`` or ``"linear"``, likewise.
+        start: ``"keep"`` or ``"paper"``, likewise (see :class:`CmplxBertConfig`).
+        start_offset: C of the ``"keep"`` start, likewise.
         real_lora_rank: rank of the real LoRA baseline; None matches the CmplxBERT's count
             of trainable parameters.
         text_field: text column of CSV/JSONL/HF data (the words, for tokens).
@@ -101,10 +115,11 @@ class FinetuneConfig(ConfigBase):
 
     task: str = "docstrings"
     task_type: str = "sequence"
-    models: tuple[str, ...] = MODEL_KINDS
+    models: tuple[str, ...] = DEFAULT_MODELS
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: int = 2
-    lr: float = 1e-4
+    lr: float = 1e-3
+    base_lr_ratio: float = 0.3
     batch_size: int = 16
     max_len: int = 128
     warmup_frac: float = 0.1
@@ -117,6 +132,8 @@ class FinetuneConfig(ConfigBase):
     head_output: str = "modulus"
     whiten: str = "scalar"
     heads: str = "bert"
+    start: str = "keep"
+    start_offset: float = 8.0
     real_lora_rank: int | None = None
     text_field: str = "text"
     label_field: str = "label"
@@ -142,6 +159,8 @@ class FinetuneConfig(ConfigBase):
             raise ValueError(f"max_len must be >= 4, got {self.max_len}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0 < self.base_lr_ratio <= 1:
+            raise ValueError(f"base_lr_ratio must be in (0, 1], got {self.base_lr_ratio}")
         if self.task_type not in TASK_TYPES:
             raise ValueError(
                 f"task_type must be one of {', '.join(TASK_TYPES)}, got {self.task_type!r}"
@@ -176,6 +195,13 @@ def build_classifier(
       encoder's linears; LayerNorms and the new classifier train (as in the complex model).
     """
     hf_task = "token_classification" if cfg.task_type == "token" else "classification"
+    if kind == "cmplxbert-paper":
+        if is_cmplxbert_dir(model_path):
+            raise ValueError(
+                f"model kind 'cmplxbert-paper' complexifies a plain BERT with the paper's "
+                f"start; {model_path} is a CmplxBERT directory (its start is already made)"
+            )
+        return build_classifier("cmplxbert", model_path, num_labels, cfg.replace(start="paper"))
     if kind == "cmplxbert":
         if is_cmplxbert_dir(model_path):
             model = load_cmplxbert(model_path, hf_task, num_labels)[0]
@@ -189,6 +215,8 @@ def build_classifier(
                     head_output=cfg.head_output,
                     whiten=cfg.whiten,
                     heads=cfg.heads,
+                    start=cfg.start,
+                    start_offset=cfg.start_offset,
                 ),
             )
         model.classifier.base_layer.requires_grad_(True)  # new weights: they must learn
@@ -341,6 +369,7 @@ def _run_one(
         "steps": steps,
         "train_s": train_s,
         "test_predictions": task.result["test_predictions"],
+        "growth": task.result.get("growth"),
     }
     return res, task.model
 
@@ -496,6 +525,8 @@ def finetune(
                 )
                 del model
         summary = _summarise(runs, cfg.models)
+        metric = "macro_f1" if task.task_type == "token" else "accuracy"
+        paired = _paired(runs, cfg.models, metric)
         payload = {
             "model": model_path,
             "config": asdict(cfg),
@@ -506,6 +537,7 @@ def finetune(
             "sizes": {s: len(v[0]) for s, v in data.items()},
             "majority": majority,
             "summary": summary,
+            "paired": paired,
             "runs": [
                 {k: v for k, v in r.items() if k not in ("test_predictions", "settings")}
                 for r in runs
@@ -513,6 +545,25 @@ def finetune(
         }
         write_report(out, "finetune", payload, _markdown(payload))
         return payload
+
+
+def _paired(runs: list[dict[str, Any]], kinds, metric: str) -> dict[str, Any]:
+    """The first model kind against each other one on the test ``metric``: the difference
+    paired over the seeds both have (same seed: same data order and new-weight init), its
+    two-sided t-test, and the ratio of the means."""
+    if len(kinds) < 2:
+        return {}
+    by = {k: {r["seed"]: r["test"][metric] for r in runs if r["model"] == k} for k in kinds}
+    first, out = kinds[0], {"metric": metric, "model": kinds[0], "against": {}}
+    for other in kinds[1:]:
+        seeds = sorted(set(by[first]) & set(by[other]))
+        if not seeds:
+            continue
+        test = paired_t_test([by[first][s] - by[other][s] for s in seeds])
+        mine = sum(by[first][s] for s in seeds) / len(seeds)
+        theirs = sum(by[other][s] for s in seeds) / len(seeds)
+        out["against"][other] = {**test, "ratio": mine / theirs if theirs else None}
+    return out
 
 
 def _summarise(runs: list[dict[str, Any]], kinds) -> dict[str, dict[str, Any]]:
@@ -536,12 +587,18 @@ def _summarise(runs: list[dict[str, Any]], kinds) -> dict[str, dict[str, Any]]:
             "trainable_params": rs[0]["trainable_params"],
             "train_s_mean": sum(r["train_s"] for r in rs) / len(rs),
         }
+        probes = [[g for g in r.get("growth") or [] if g["updates"] <= GROWTH_WINDOW] for r in rs]
+        if all(probes):  # adapter growth over the first updates, worst probe of each run
+            for key in ("imag_to_real", "cosine"):
+                m, sd = mean_std([max(g[key] for g in ps) for ps in probes])
+                out[kind].update({f"{key}_max_mean": m, f"{key}_max_std": sd})
     return out
 
 
 def _markdown(p: dict[str, Any]) -> str:
     names = {
         "cmplxbert": "CmplxBERT-LoRA",
+        "cmplxbert-paper": "CmplxBERT-LoRA, paper's start",
         "real": "real BERT (full fine-tuning)",
         "real-lora": "real BERT + real LoRA",
     }
@@ -554,6 +611,8 @@ def _markdown(p: dict[str, Any]) -> str:
             f"{s['accuracy_mean']:.4f} ± {s['accuracy_std']:.4f}",
             f"{s['macro_f1_mean']:.4f} ± {s['macro_f1_std']:.4f}",
             *([f"{s['entity_f1_mean']:.4f} ± {s['entity_f1_std']:.4f}"] if entity else []),
+            _growth_cell(s, "imag_to_real"),
+            _growth_cell(s, "cosine"),
             f"{s['train_s_mean']:.0f}",
         ]
         for k, s in p["summary"].items()
@@ -567,6 +626,8 @@ def _markdown(p: dict[str, Any]) -> str:
             f"{m['accuracy']:.4f}",
             f"{m['macro_f1']:.4f}",
             *([f"{m.get('entity_f1', 0.0):.4f}"] if entity else []),
+            "-",
+            "-",
             "-",
         ]
     )
@@ -583,8 +644,32 @@ def _markdown(p: dict[str, Any]) -> str:
             if p.get("task_type") == "token"
             else "Test accuracy and macro-F1"
         )
-        + ": mean ± std over seeds.\n\n"
+        + ": mean ± std over seeds. Growth over the first "
+        f"{GROWTH_WINDOW} updates, on {PROBE_EXAMPLES} validation examples: the largest "
+        "imaginary-to-real energy of the last hidden states and the largest mean pairwise "
+        "cosine of the sentence vectors (mean ± std over seeds).\n\n"
     )
     cols = ["model", "seeds", "trainable params", "accuracy", "macro-F1"]
     cols += ["entity F1"] if entity else []
-    return head + markdown_table([*cols, "train s"], rows, align="lrr" + "r" * (len(cols) - 2))
+    cols += ["max Im/Re", "max cosine", "train s"]
+    table = head + markdown_table(cols, rows, align="lrr" + "r" * (len(cols) - 3))
+    pr = p.get("paired") or {}
+    if pr.get("against"):
+        rows = [
+            [names[k], str(t["n"]), f"{t['mean']:+.4f}",
+             "no test" if t["p"] is None else format_p(t["p"]),
+             "-" if t["ratio"] is None else f"{t['ratio']:.3f}"]
+            for k, t in pr["against"].items()
+        ]  # fmt: skip
+        table += (
+            f"\n\n{names[pr['model']]} minus each other model, test {pr['metric']} paired "
+            "over seeds (two-sided paired t-test) and the ratio of the means.\n\n"
+            + markdown_table(["against", "seeds", "difference", "p", "ratio"], rows, "lrrrr")
+        )
+    return table
+
+
+def _growth_cell(s: dict[str, Any], key: str) -> str:
+    if f"{key}_max_mean" not in s:
+        return "-"
+    return f"{s[f'{key}_max_mean']:.3f} ± {s[f'{key}_max_std']:.3f}"

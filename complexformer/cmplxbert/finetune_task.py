@@ -33,6 +33,7 @@ from complexformer._atomic import atomic_write_text
 from complexformer._runtime import eval_mode
 from complexformer.training.task import StepLoss, TrainTask
 
+from .analysis import imaginary_to_real, sentence_cosine
 from .io import trainable_parameter_counts
 from .metrics import classification_metrics, token_metrics
 
@@ -40,6 +41,8 @@ __all__ = ["FinetuneTask", "collate", "predict"]
 
 #: the file that :meth:`FinetuneTask.save_final` writes into the run's ``model`` folder.
 RESULT_FILE = "result.json"
+#: Validation examples of the adapter-growth probe (:meth:`FinetuneTask.probe`).
+PROBE_EXAMPLES = 32
 
 
 def collate(
@@ -152,6 +155,8 @@ class FinetuneTask(TrainTask):
         self.result: dict[str, Any] | None = None
         self._orders: dict[int, list[int]] = {}
         self.rank, self.per_rank, self.micro = 0, self.batch_size, self.batch_size
+        self.growth: list[dict[str, float]] = []  # probes at 0, 1, 2, 4, ... and every 50
+        self.last_step = 0
 
     # -- data ------------------------------------------------------------------------------
     def prepare(self, tc, out, resume, dist, log) -> None:
@@ -222,9 +227,41 @@ class FinetuneTask(TrainTask):
         true = [[t for t in y if t != -100] for y in true]
         return token_metrics(true, pred, self.label_names)
 
+    def lr_scale(self, name: str) -> float:
+        """1 for the new classification head (``classifier``: its weights, adapter and
+        complex bias), ``settings["base_lr_ratio"]`` for every other trainable parameter
+        (adapters, complex biases, LayerNorms, or the pre-trained weights themselves)."""
+        if name.startswith(("classifier.", "model.classifier.")):
+            return 1.0
+        return float(self.settings.get("base_lr_ratio", 1.0))
+
+    @torch.no_grad()
+    def probe(self, model, updates: int, device) -> dict[str, float]:
+        """Adapter growth after ``updates`` updates, on the first :data:`PROBE_EXAMPLES`
+        validation examples: the imaginary-to-real energy of the last hidden states and the
+        mean pairwise cosine of the sentence vectors (docs/cmplxbert.md)."""
+        rows = list(range(min(PROBE_EXAMPLES, len(self.data["validation"][0]))))
+        x, m, _, tt = self._collate("validation", rows)
+        inner = getattr(model, "module", model)  # DDP
+        inner = getattr(inner, "model", inner)  # MeanPooled
+        kw = _inputs(x, m, tt, device)
+        with eval_mode(model):
+            if hasattr(inner, "lora_config"):  # CmplxBert
+                h = inner(**kw).last_hidden_state
+            else:  # a transformers BertFor... model
+                h = inner.bert(**kw).last_hidden_state
+        return {
+            "updates": updates,
+            "imag_to_real": imaginary_to_real(h, m),
+            "cosine": sentence_cosine(h, m) if len(rows) > 1 else float("nan"),
+        }
+
     def step_loss(self, model, batch, step, micro) -> StepLoss:
         x, m, y, tt = self._collate("train", self.batch_rows(step, micro))
         device = batch.device
+        done, self.last_step = step - 1, step  # updates made before this one
+        if micro == 0 and self.rank == 0 and ((done & (done - 1)) == 0 or done % 50 == 0):
+            self.growth.append(self.probe(model, done, device))
         out = model(**_inputs(x, m, tt, device), labels=y.to(device))
         return StepLoss(out.loss, out.loss)
 
@@ -267,6 +304,7 @@ class FinetuneTask(TrainTask):
             "validation": self._metrics(self.data["validation"][1], val_pred),
             "test": self._metrics(self.data["test"][1], test_pred),
             "test_predictions": test_pred,
+            "growth": [*self.growth, self.probe(model, self.last_step, device)],
         }
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -121,6 +122,10 @@ class MLMTask(TrainTask):
         max_len: sequence length in tokens, [CLS] and [SEP] included (<= the model's
             ``max_position_embeddings``).
         mlm_probability: BERT's 0.15.
+        base_lr_ratio: the parameters of a new MLM head (a base without one) train at the
+            run's lr, every other trainable parameter (adapters, complex biases, LayerNorms,
+            the head's adapters) at lr × this (1: one rate, the paper's; see
+            docs/cmplxbert.md, "Adapter growth").
     """
 
     aux_name = None
@@ -132,6 +137,7 @@ class MLMTask(TrainTask):
         model_config: CmplxBertConfig | None = None,
         max_len: int = 128,
         mlm_probability: float = 0.15,
+        base_lr_ratio: float = 1.0,
     ) -> None:
         if max_len < 4:
             raise ValueError(f"max_len must be >= 4, got {max_len}")
@@ -141,6 +147,9 @@ class MLMTask(TrainTask):
         self.model_config = CmplxBertConfig() if model_config is None else model_config
         self.max_len = int(max_len)
         self.mlm_probability = float(mlm_probability)
+        if not 0 < base_lr_ratio <= 1:
+            raise ValueError(f"base_lr_ratio must be in (0, 1], got {base_lr_ratio}")
+        self.base_lr_ratio = float(base_lr_ratio)
         self.tokenizer: Tokenizer | None = None
         self.seed = 0
         self.rank = 0
@@ -214,6 +223,12 @@ class MLMTask(TrainTask):
         model_config = self.model_config.replace(add_mlm_head=new_head)
         return complexify(hf, self.lora_config, model_config).train()
 
+    def lr_scale(self, name: str) -> float:
+        """1 for the real weights of a new MLM head (they start random), ``base_lr_ratio``
+        for everything else that trains."""
+        fresh = getattr(self, "new_head", False) and name.startswith("cls.predictions.")
+        return 1.0 if fresh and ".base_layer." in name else self.base_lr_ratio
+
     def describe(self, model) -> str:
         t, a = trainable_parameter_counts(model)
         head = "new MLM head (trained)" if self.new_head else "pre-trained MLM head"
@@ -259,6 +274,32 @@ class MLMTask(TrainTask):
             masking_generator(self.seed, 0x5EED, rank),
             device,
         )
+
+    def set_validation_texts(self, texts: list[str]) -> int:
+        """Score validation on these documents (packed, each followed by [SEP]) instead of
+        the corpus's own validation split; returns their number of tokens."""
+        eos = self.tokenizer.eos_token_id
+        ids = [i for t in texts for i in [*self.tokenizer.encode(t), eos]]
+        self.val_tokens = np.asarray(ids, dtype=np.int64)
+        return len(ids)
+
+    def evaluate_unigram(self, batch_size: int, max_blocks: int | None = None) -> dict[str, Any]:
+        """The context-free baseline: every masked token predicted by the add-one smoothed
+        unigram distribution of the training tokens, on the same validation blocks and
+        masked positions as :meth:`evaluate` (one process)."""
+        v = len(self.tokenizer.backend)
+        counts = np.bincount(np.asarray(self.train_tokens, dtype=np.int64), minlength=v)[:v]
+        logp = torch.from_numpy(np.log((counts + 1.0) / (counts.sum() + v)))
+        blocks = EvalBlocks(self.val_tokens, self.seq_tokens - 1, batch_size, max_blocks=max_blocks)
+        g = masking_generator(self.seed, 0x5EED, 0)
+        nll, n = 0.0, 0
+        for b in blocks:
+            _, labels = self._mask(self._wrap(b), g)
+            keep = labels != _IGNORE
+            nll -= float(logp[labels[keep]].sum())
+            n += int(keep.sum())
+        mean = nll / max(n, 1)
+        return {"loss": mean, "ppl": math.exp(min(mean, 700.0)), "tokens": n}
 
     def save_final(self, model, directory: Path) -> None:
         save_cmplxbert(

@@ -106,6 +106,9 @@ class CmplxBertOutput:
         seq_relationship_logits: real (B, 2) next-sentence logits (pre-training) or None.
         last_hidden_state: complex (B, T, hidden).
         pooler_output: complex (B, hidden) (split tanh of the pooler) or None.
+        hidden_states: with ``output_hidden_states=True``, the complex (B, T, hidden)
+            output of the embeddings and of every layer (transformers' convention), else
+            None.
     """
 
     loss: Tensor | None = None
@@ -113,6 +116,7 @@ class CmplxBertOutput:
     last_hidden_state: Tensor | None = None
     pooler_output: Tensor | None = None
     seq_relationship_logits: Tensor | None = None
+    hidden_states: tuple[Tensor, ...] | None = None
 
 
 # --------------------------------------------------------------------------- blocks
@@ -495,6 +499,7 @@ class CmplxBert(nn.Module):
         position_ids: Tensor | None = None,
         return_logits: bool = True,
         next_sentence_label: Tensor | None = None,
+        output_hidden_states: bool = False,
     ) -> CmplxBertOutput:
         """HF-like forward.
 
@@ -509,6 +514,7 @@ class CmplxBert(nn.Module):
             return_logits: False (MLM with labels): the head runs only on the labelled
                 tokens, which gives the same loss for a fraction of the work, and
                 ``logits`` is None.
+            output_hidden_states: also return the embeddings' and every layer's output.
 
         Returns:
             :class:`CmplxBertOutput` (complex hidden states, real logits, loss).
@@ -520,10 +526,15 @@ class CmplxBert(nn.Module):
         b, t = input_ids.shape
         # the encoder runs on planar rows (B, T, 2, E): real tensors, Re row then Im row
         ws = Workspace() if not torch.is_grad_enabled() else None  # scratch shared by the layers
+        if output_hidden_states:
+            ws = None  # the layers' outputs are kept, so they get their own tensors
         x = self.bert.embeddings.planar(input_ids, token_type_ids, position_ids, ws)
+        states = [to_complex(x)] if output_hidden_states else None
         bias = self._attention_bias(attention_mask, b, t, x.dtype)
         for layer in self.bert.encoder.layer:
             x = layer.planar(x, bias, ws)
+            if states is not None:
+                states.append(to_complex(x))
         h = to_complex(x)  # (B, T, E) complex
         pooled = self.bert.pooler(h) if self.bert.pooler is not None else None
         loss = logits = nsp = None
@@ -564,6 +575,7 @@ class CmplxBert(nn.Module):
             last_hidden_state=h,
             pooler_output=pooled,
             seq_relationship_logits=nsp,
+            hidden_states=None if states is None else tuple(states),
         )
 
     def _classification_loss(self, logits: Tensor, labels: Tensor) -> Tensor:

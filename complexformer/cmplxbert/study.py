@@ -30,11 +30,12 @@ from typing import Any
 
 import torch
 
+from complexformer._atomic import atomic_write_text
 from complexformer._config import ConfigBase
 from complexformer._report import markdown_table, write_report
 from complexformer._runtime import cpu_settings
 from complexformer._stats import MIN_PAIRS, format_p, paired_t_test
-from complexformer.training import METRICS_FILE, TrainConfig, train_task
+from complexformer.training import TrainConfig, train_task
 from complexformer.training.checkpoint import CHECKPOINTS_DIR, list_checkpoints, load_checkpoint
 
 from .config import CmplxBertConfig, ComplexLoRAConfig
@@ -58,7 +59,10 @@ class StudyConfig(ConfigBase):
         lora: the adapters; model: the complex model (e.g. ``CmplxBertConfig.paper()``).
         max_steps: MLM updates; every: the spacing of the points (steps 0, every, ...).
         batch_size, grad_accum, max_len, lr, warmup_frac, weight_decay: the MLM run's.
-        seeds: fine-tuning seeds per point; ft_epochs, ft_lr, ft_batch_size: fine-tuning's;
+        base_lr_ratio: the MLM run's rate of everything but a new head's weights, as a
+            fraction of lr (see :class:`~complexformer.cmplxbert.mlm.MLMTask`).
+        seeds: fine-tuning seeds per point; ft_epochs, ft_lr, ft_base_lr_ratio,
+            ft_batch_size: fine-tuning's (see :class:`FinetuneConfig`);
             ft_max_len: its tokens per example (None: max_len).
         max_train_examples, max_eval_examples: fixed random subsets for fine-tuning.
         pooling: fine-tuning's sentence vector (see :class:`FinetuneConfig`).
@@ -77,11 +81,13 @@ class StudyConfig(ConfigBase):
     grad_accum: int = 1
     max_len: int = 128
     lr: float = 1e-4
+    base_lr_ratio: float = 1.0
     warmup_frac: float = 0.1
     weight_decay: float = 0.01
     seeds: tuple[int, ...] = (0, 1, 2)
     ft_epochs: int = 2
-    ft_lr: float = 1e-4
+    ft_lr: float = 1e-3
+    ft_base_lr_ratio: float = 0.3
     ft_batch_size: int = 16
     ft_max_len: int | None = None
     max_train_examples: int | None = None
@@ -121,6 +127,7 @@ class StudyConfig(ConfigBase):
             seeds=self.seeds,
             epochs=self.ft_epochs,
             lr=self.ft_lr,
+            base_lr_ratio=self.ft_base_lr_ratio,
             batch_size=self.ft_batch_size,
             max_len=self.ft_max_len or self.max_len,
             max_train_examples=self.max_train_examples,
@@ -143,11 +150,13 @@ def _corpus(cfg: StudyConfig, out: Path) -> str:
     return f"text:{path}"
 
 
-def _pretrain(cfg: StudyConfig, out: Path, log) -> tuple[MLMTask, TrainConfig]:
+def _pretrain(cfg: StudyConfig, out: Path, log, run: str = "mlm") -> tuple[MLMTask, TrainConfig]:
     """Step 1: the MLM run, a checkpoint every ``every`` updates, all kept."""
-    task = MLMTask(cfg.base, cfg.lora, cfg.model, max_len=cfg.max_len)
+    task = MLMTask(
+        cfg.base, cfg.lora, cfg.model, max_len=cfg.max_len, base_lr_ratio=cfg.base_lr_ratio
+    )
     tc = TrainConfig(
-        out_dir=str(out / "mlm"),
+        out_dir=str(out / run),
         data=_corpus(cfg, out),
         max_steps=cfg.max_steps,
         batch_size=cfg.batch_size,
@@ -170,34 +179,75 @@ def _pretrain(cfg: StudyConfig, out: Path, log) -> tuple[MLMTask, TrainConfig]:
     return task, tc
 
 
-def _export(
-    task: MLMTask, tc: TrainConfig, cfg: StudyConfig, out: Path, log
-) -> dict[int, dict[str, Any]]:
+def _validation(task: MLMTask, cfg: StudyConfig, log) -> dict[str, Any]:
+    """The study's MLM validation: with ``data="docstrings"`` the docstring task's validation
+    texts (unseen by the MLM and by fine-tuning's training), else the corpus's validation
+    split; and the unigram (token-prior) baseline on the same masked tokens."""
+    if cfg.data == "docstrings":
+        texts = [e.text for e in build_docstring_dataset().splits["validation"]]
+        task.set_validation_texts(texts)
+    uni = task.evaluate_unigram(cfg.batch_size)
+    log(f"validation: {uni['tokens']} masked tokens; unigram baseline loss {uni['loss']:.4f}")
+    return {"masked_tokens": uni["tokens"], "unigram_loss": uni["loss"]}
+
+
+def _model_at(task: MLMTask, cfg: StudyConfig, ckpts: dict[int, Path], step: int):
+    torch.manual_seed(cfg.seed)  # the run's initial adapters (as the loop seeds them)
+    model = task.build_model()
+    if step > 0:
+        if step not in ckpts:
+            raise FileNotFoundError(f"no checkpoint of MLM step {step} in {task.base}")
+        task.load_checkpoint_into(model, load_checkpoint(ckpts[step]))
+    return model
+
+
+def _val_loss(task: MLMTask, model, cfg: StudyConfig) -> float | None:
+    device = next(model.parameters()).device
+    m = task.evaluate(model, cfg.batch_size, device, False, 0, 1, None)
+    return None if m is None else m["loss"]
+
+
+def _export(task: MLMTask, cfg: StudyConfig, out: Path, log) -> dict[int, dict[str, Any]]:
     """Step 2: a CmplxBERT directory per point and its validation MLM loss."""
-    rows = [json.loads(x) for x in (out / "mlm" / METRICS_FILE).read_text().splitlines()]
-    val = {r["step"]: r["val_loss"] for r in rows if r.get("val_loss") is not None}
     ckpts = dict(list_checkpoints(out / "mlm" / CHECKPOINTS_DIR))
     points = {}
     for step in cfg.steps:
         d = out / "points" / f"step{step}"
         if not is_cmplxbert_dir(d):
-            torch.manual_seed(cfg.seed)  # the run's initial adapters (as the loop seeds them)
-            model = task.build_model()
-            if step > 0:
-                if step not in ckpts:
-                    raise FileNotFoundError(f"no checkpoint of MLM step {step} in {out / 'mlm'}")
-                task.load_checkpoint_into(model, load_checkpoint(ckpts[step]))
-            if step == 0 or step not in val:
-                device = next(model.parameters()).device
-                m = task.evaluate(model, cfg.batch_size, device, False, 0, 1, tc.eval_blocks)
-                val[step] = None if m is None else m["loss"]
+            model = _model_at(task, cfg, ckpts, step)
             task.save_final(model, d)
-            (d / "study_point.json").write_text(json.dumps({"step": step, "val_loss": val[step]}))
             del model
-        meta = json.loads((d / "study_point.json").read_text())
+        meta_path = d / "study_point.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        if "val_tokens" not in meta:  # scored on the study's validation tokens
+            model = _model_at(task, cfg, ckpts, step)
+            meta = {"step": step, "val_loss": _val_loss(task, model, cfg)}
+            meta["val_tokens"] = len(task.val_tokens)
+            atomic_write_text(meta_path, json.dumps(meta))
+            del model
         points[step] = {"step": step, "val_loss": meta["val_loss"], "dir": str(d)}
         log(f"point {step}: validation MLM loss {meta['val_loss']}")
     return points
+
+
+def _real_mode_curve(cfg: StudyConfig, out: Path, log) -> dict[str, float | None]:
+    """The reference MLM run: the same adapters, data and new MLM head with real-part scores
+    and heads (the real model at step 0), scored at the same steps on the same tokens."""
+    real = cfg.replace(model=cfg.model.replace(attention_score="real", head_output="real"))
+    path = out / "mlm-real-mode.json"
+    curve = json.loads(path.read_text()) if path.is_file() else {}
+    if len(curve) == len(cfg.steps):
+        return curve
+    task, _ = _pretrain(real, out, log, run="mlm-real-mode")
+    _validation(task, real, log)
+    ckpts = dict(list_checkpoints(out / "mlm-real-mode" / CHECKPOINTS_DIR))
+    for step in cfg.steps:
+        model = _model_at(task, real, ckpts, step)
+        curve[str(step)] = _val_loss(task, model, real)
+        log(f"real-mode reference, step {step}: validation MLM loss {curve[str(step)]}")
+        del model
+    atomic_write_text(path, json.dumps(curve))
+    return curve
 
 
 def _summary(payload: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -226,11 +276,13 @@ def run_study(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with cpu_settings(cfg.num_threads or None):
-        task, tc = _pretrain(cfg, out, log)
-        points = _export(task, tc, cfg, out, log)
+        task, _ = _pretrain(cfg, out, log)
+        validation = _validation(task, cfg, log)
+        points = _export(task, cfg, out, log)
         for step, p in points.items():  # step 3: fine-tune every point
             res = finetune(p["dir"], cfg.finetune_config(), out / "finetune" / f"step{step}", log)
             p.update(_summary(res, "cmplxbert"))
+        validation["real_mode_loss"] = _real_mode_curve(cfg, out, log)
         refs = {}  # step 4: the references
         real = finetune(
             cfg.base,
@@ -252,6 +304,7 @@ def run_study(
             "points": [points[s] for s in sorted(points)],
             "references": refs,
             "majority": real["majority"],
+            "validation": validation,
         }
         write_report(out, "study", payload, _markdown(payload))
         _plot(payload, out / "study.png")
@@ -283,7 +336,23 @@ def _markdown(p: dict[str, Any]) -> str:
         f"({len(c['seeds'])} seeds, {c['ft_epochs']} epochs at {c['ft_lr']:g}). Test accuracy "
         "and macro-F1: mean ± std over seeds.\n\n"
     )
-    cols = ["MLM step / reference", "val MLM loss", "accuracy", "macro-F1"]
+    v = p.get("validation")
+    if v:
+        real = v.get("real_mode_loss", {})
+        for row in rows[: len(p["points"])]:
+            loss = real.get(row[0])
+            row.insert(2, "-" if loss is None else f"{loss:.3f}")
+        for row in rows[len(p["points"]) :]:
+            row.insert(2, "-")
+        head += (
+            f"Validation MLM loss on {v['masked_tokens']} masked tokens; the unigram "
+            f"(token-prior) baseline scores {v['unigram_loss']:.3f} on the same tokens. "
+            "The real-mode column is the same MLM run with real-part scores and heads "
+            "(the real model with the same new MLM head at step 0).\n\n"
+        )
+    cols = ["MLM step / reference", "val MLM loss"]
+    cols += ["real-mode MLM loss"] if v else []
+    cols += ["accuracy", "macro-F1"]
     names = list(p["references"])
     paired = [
         [str(x["step"])]
@@ -296,7 +365,7 @@ def _markdown(p: dict[str, Any]) -> str:
     ]  # fmt: skip
     return (
         head
-        + markdown_table(cols, rows, align="lrrr")
+        + markdown_table(cols, rows, align="l" + "r" * (len(cols) - 1))
         + "\n\nTest accuracy of each point minus each reference, paired over seeds: mean "
         "difference and the two-sided paired t-test (no p-value with fewer than "
         f"{MIN_PAIRS} seeds or equal differences).\n\n"
@@ -342,7 +411,14 @@ def _plot(p: dict[str, Any], path: Path) -> None:
     ax.set_ylabel("test accuracy after fine-tuning")
     ax.legend(fontsize=8)
     losses = [(x["step"], x["val_loss"]) for x in p["points"] if x["val_loss"] is not None]
-    bx.plot([s for s, _ in losses], [v for _, v in losses], marker="o")
+    bx.plot([s for s, _ in losses], [v for _, v in losses], marker="o", label="CmplxBERT")
+    val = p.get("validation")
+    if val:
+        real = [(int(k), x) for k, x in val.get("real_mode_loss", {}).items() if x is not None]
+        real.sort()
+        bx.plot([s for s, _ in real], [x for _, x in real], marker="s", label="real mode")
+        bx.axhline(val["unigram_loss"], color="k", linestyle=":", label="unigram baseline")
+        bx.legend(fontsize=8)
     bx.set_xlabel("MLM updates")
     bx.set_ylabel("validation MLM loss")
     fig.tight_layout()

@@ -127,6 +127,7 @@ def test_finetune_token_and_pair_tasks_end_to_end(tmp_path, task_type):
         seeds=(0,),
         epochs=4,
         lr=5e-3,
+        base_lr_ratio=1.0,  # one rate for every parameter (a tiny random model)
         batch_size=8,
         max_len=32,
         num_threads=1,

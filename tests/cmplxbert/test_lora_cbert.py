@@ -237,7 +237,7 @@ def test_lora_cbert_bad_configs_raise_clear_errors():
     with pytest.raises(ValueError, match="unsupported model class Linear"):
         complexify(nn.Linear(3, 3))
     # "classifier" is a known name that a BertModel lacks: not an error
-    complexify(tiny_model(), target_modules=["query", "classifier"])
+    complexify(tiny_model(), target_modules=["query", "key", "classifier"])
 
 
 def test_lora_cbert_modulus_mlm_training_lowers_the_loss():

@@ -70,7 +70,7 @@ def test_split_config_dict_reads_old_single_config_files():
         "add_mlm_head": True,
     }
     lora, model = split_config_dict({"format": "x", "version": 1, "lora": old})
-    assert lora == ComplexLoRAConfig(r=4, target_modules=["query", "value"])
+    assert lora == ComplexLoRAConfig(r=4, target_modules=["query", "value"], init="zero_b")
     assert model == CmplxBertConfig(
         attention_score="real",
         head_output="real",
@@ -78,6 +78,7 @@ def test_split_config_dict_reads_old_single_config_files():
         train_norms=False,
         train_heads="none",
         add_mlm_head=True,
+        start="paper",  # files from before the choice had the paper's zero start
     )
     new = {"lora": lora.to_dict(), "cmplxbert": model.to_dict()}
     assert split_config_dict(new) == (lora, model)

@@ -171,3 +171,37 @@ def test_mlm_loss_goes_down_on_minilm_in_modulus_mode(mlm_setup, tmp_path, monke
     before = fresh.evaluate(fresh.build_model(), 4, torch.device("cpu"), False, 0, 1, 8)
     assert summary["val_loss"] < before["loss"] - 0.5, (before, summary)
     assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3
+
+
+def test_unigram_baseline_equals_mlm_loss_of_a_context_free_model(mlm_setup, tmp_path, monkeypatch):
+    """evaluate_unigram scores the same masked tokens as evaluate: a fake model whose logits
+    are the add-one smoothed unigram log-probabilities at every position gets the same loss
+    through mlm_loss; set_validation_texts packs documents with [SEP]."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from complexformer.cmplxbert.mlm import masking_generator, mlm_loss
+    from complexformer.data import EvalBlocks
+
+    root, spec, base = mlm_setup
+    monkeypatch.setenv("COMPLEXFORMER_CACHE", str(root / "cache"))
+    task = MLMTask(base, ComplexLoRAConfig(r=2), max_len=32)
+    train_task(task, _tc(tmp_path / "u", spec, max_steps=1, eval_every=1), log=None)
+    texts = [f"Return the sum of a and b, then open file {i} for reading." for i in range(12)]
+    n = task.set_validation_texts(texts)
+    assert n == len(task.val_tokens) and int(task.val_tokens[-1]) == task.tokenizer.eos_token_id
+    got = task.evaluate_unigram(4)
+    v = len(task.tokenizer.backend)
+    counts = np.bincount(np.asarray(task.train_tokens, dtype=np.int64), minlength=v)
+    logp = torch.log(torch.from_numpy((counts + 1.0) / (counts.sum() + v))).float()
+
+    class Prior(torch.nn.Module):
+        def forward(self, ids):
+            return SimpleNamespace(logits=logp.expand(*ids.shape, v))
+
+    blocks = EvalBlocks(task.val_tokens, task.seq_tokens - 1, 4)
+    g = masking_generator(task.seed, 0x5EED, 0)
+    want = mlm_loss(Prior(), blocks, task._wrap, task._mask, g, torch.device("cpu"))
+    assert got["tokens"] == want["tokens"] > 0
+    assert got["loss"] == pytest.approx(want["loss"], rel=1e-5)  # mlm_loss scores in float32

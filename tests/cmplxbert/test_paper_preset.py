@@ -37,9 +37,10 @@ def test_paper_configs_state_the_papers_choices():
     )
     assert CmplxBertConfig.paper(whiten="scalar").whiten == "scalar"
     a = ComplexLoRAConfig.paper(16)
-    assert (a.r, a.scaling, a.complex_bias) == (16, 1.0, True)
+    assert (a.r, a.scaling, a.complex_bias, a.init) == (16, 1.0, True, "zero_b")
+    assert CmplxBertConfig.paper().start == "paper"
     assert PAPER_TRAINING["mlm"]["batch_size"] == 512 and PAPER_TRAINING["mlm"]["lr"] == 1e-4
-    assert PAPER_TRAINING["finetune"] == {"lr": 1e-4, "epochs": 2}
+    assert PAPER_TRAINING["finetune"] == {"lr": 1e-4, "epochs": 2, "base_lr_ratio": 1.0}
     with pytest.raises(ValueError, match="heads.*'bert', 'linear'"):
         CmplxBertConfig(heads="pooler")
 
@@ -90,7 +91,9 @@ def test_linear_mlm_head_in_real_mode_equals_the_hf_decoder_on_the_hidden_states
         cb = complexify(hf, attention_score="real", head_output="real", heads="linear")
         got = cb(ids, attention_mask=mask, token_type_ids=tt).logits
     assert_close(got, want, atol=2e-5, rtol=1e-4)
-    cb = complexify(tiny_model("BertForMaskedLM"), attention_score="real", heads="linear")
+    cb = complexify(
+        tiny_model("BertForMaskedLM"), attention_score="real", heads="linear", start="paper"
+    )
     with torch.no_grad():  # the paper's modulus head: |decoder(h)| on the real model's h
         got = cb(ids, attention_mask=mask, token_type_ids=tt).logits
     assert_close(got, want.abs(), atol=2e-5, rtol=1e-4)
