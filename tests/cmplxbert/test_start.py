@@ -209,3 +209,26 @@ def test_minilm_keep_start_stays_within_five_percent_of_the_real_model():
     assert abs(cos - cos_real) < 0.05
     rel_paper, cos_paper, _ = _rel_and_cos(minilm, "paper", ids, mask)
     assert rel_paper > 0.5 and cos_paper > cos_real + 0.1  # the collapse the start avoids
+
+
+def test_cbert_start_command_writes_the_layer_by_layer_report(tmp_path, capsys):
+    from complexformer.cli import main
+
+    from .lora_testlib import save_tiny_bert_dir
+
+    base = save_tiny_bert_dir(tmp_path / "bert", "BertModel")
+    out = tmp_path / "start"
+    assert main(["cbert-start", "--base", str(base), "--n", "6", "--max-len", "24",
+                 "--out", str(out), "--threads", "1"]) == 0  # fmt: skip
+    import json
+
+    p = json.loads((out / "start.json").read_text())
+    layers = p["layers"]
+    assert set(layers) == {"real", "paper start", "keep start"}
+    assert len(layers["real"]["cosine"]) == 3  # embeddings and two layers
+    assert layers["keep start"]["rel_error"][0] < 1e-6  # the embeddings are the real ones
+    assert layers["keep start"]["rel_error"][-1] < layers["paper start"]["rel_error"][-1]
+    assert (out / "start.png").stat().st_size > 10_000
+    assert "rel. error, keep start" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="--n must be at least 2"):
+        main(["cbert-start", "--n", "1", "--out", str(out)])
