@@ -544,7 +544,34 @@ def finetune(
             ],
         }
         write_report(out, "finetune", payload, _markdown(payload))
+        _plot(payload, metric, out / "finetune.png")
         return payload
+
+
+def _plot(p: dict[str, Any], metric: str, path: Path) -> None:
+    """Each model's test ``metric`` per seed (points) and mean (bar), the majority class as a
+    line; skipped without matplotlib (the ``plot`` extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    kinds = list(p["summary"])
+    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(kinds), 3.6))
+    for i, k in enumerate(kinds):
+        ys = [r["test"][metric] for r in p["runs"] if r["model"] == k]
+        ax.bar(i, sum(ys) / len(ys), color="#9ecae1", width=0.6)
+        ax.plot([i] * len(ys), ys, "o", color="#08519c", markersize=4)
+    ax.axhline(p["majority"][metric], color="k", linewidth=0.8, label="majority class")
+    ax.set_xticks(range(len(kinds)), kinds, fontsize=8)
+    ax.set_ylabel(f"test {metric.replace('_', '-')}")
+    ax.set_title(f"{p['task']}: mean (bar) and seeds (points)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _paired(runs: list[dict[str, Any]], kinds, metric: str) -> dict[str, Any]:

@@ -49,6 +49,7 @@ def test_growth_stays_bounded_over_a_short_seeded_run(tmp_path):
     assert mine[0]["cosine"] < 0.2
     assert max(g["imag_to_real"] for g in mine) < 0.2
     assert max(g["cosine"] for g in mine) < 0.4
+    assert (tmp_path / "default" / "finetune.png").stat().st_size > 5_000
     summary = json.loads((tmp_path / "default" / "finetune.json").read_text())["summary"]
     assert summary["cmplxbert"]["imag_to_real_max_mean"] == max(g["imag_to_real"] for g in mine)
     paper = _growth(tmp_path, "paper", max_train_examples=16, start="paper")
