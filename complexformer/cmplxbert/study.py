@@ -191,12 +191,14 @@ def _validation(task: MLMTask, cfg: StudyConfig, log) -> dict[str, Any]:
     return {"masked_tokens": uni["tokens"], "unigram_loss": uni["loss"]}
 
 
-def _model_at(task: MLMTask, cfg: StudyConfig, ckpts: dict[int, Path], step: int):
+def _model_at(task: MLMTask, cfg: StudyConfig, run: Path, step: int):
+    """The MLM run's model after ``step`` updates (0: the fresh complexified model)."""
     torch.manual_seed(cfg.seed)  # the run's initial adapters (as the loop seeds them)
     model = task.build_model()
     if step > 0:
+        ckpts = dict(list_checkpoints(run / CHECKPOINTS_DIR))
         if step not in ckpts:
-            raise FileNotFoundError(f"no checkpoint of MLM step {step} in {task.base}")
+            raise FileNotFoundError(f"no checkpoint of MLM step {step} in {run}")
         task.load_checkpoint_into(model, load_checkpoint(ckpts[step]))
     return model
 
@@ -209,18 +211,16 @@ def _val_loss(task: MLMTask, model, cfg: StudyConfig) -> float | None:
 
 def _export(task: MLMTask, cfg: StudyConfig, out: Path, log) -> dict[int, dict[str, Any]]:
     """Step 2: a CmplxBERT directory per point and its validation MLM loss."""
-    ckpts = dict(list_checkpoints(out / "mlm" / CHECKPOINTS_DIR))
     points = {}
     for step in cfg.steps:
         d = out / "points" / f"step{step}"
-        if not is_cmplxbert_dir(d):
-            model = _model_at(task, cfg, ckpts, step)
-            task.save_final(model, d)
-            del model
         meta_path = d / "study_point.json"
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-        if "val_tokens" not in meta:  # scored on the study's validation tokens
-            model = _model_at(task, cfg, ckpts, step)
+        saved = is_cmplxbert_dir(d)
+        if not saved or "val_tokens" not in meta:  # scored on the study's validation tokens
+            model = _model_at(task, cfg, out / "mlm", step)
+            if not saved:
+                task.save_final(model, d)
             meta = {"step": step, "val_loss": _val_loss(task, model, cfg)}
             meta["val_tokens"] = len(task.val_tokens)
             atomic_write_text(meta_path, json.dumps(meta))
@@ -240,9 +240,8 @@ def _real_mode_curve(cfg: StudyConfig, out: Path, log) -> dict[str, float | None
         return curve
     task, _ = _pretrain(real, out, log, run="mlm-real-mode")
     _validation(task, real, log)
-    ckpts = dict(list_checkpoints(out / "mlm-real-mode" / CHECKPOINTS_DIR))
     for step in cfg.steps:
-        model = _model_at(task, real, ckpts, step)
+        model = _model_at(task, real, out / "mlm-real-mode", step)
         curve[str(step)] = _val_loss(task, model, real)
         log(f"real-mode reference, step {step}: validation MLM loss {curve[str(step)]}")
         del model

@@ -53,6 +53,13 @@ def test_study_on_a_three_step_two_point_run_writes_json_table_and_plot(tmp_path
     assert saved["points"] == p["points"]
     assert (out / "study.png").stat().st_size > 10_000
     assert "majority class" in (out / "study.md").read_text()
+    # the MLM references on the same masked tokens: the unigram baseline, the real-mode run
+    v = p["validation"]
+    assert v["masked_tokens"] > 0 and 0.0 < v["unigram_loss"] < 20.0
+    assert set(v["real_mode_loss"]) == {"0", "3"}
+    assert all(x["val_loss"] is not None for x in p["points"])
+    assert "unigram (token-prior) baseline" in (out / "study.md").read_text()
+    assert (out / "mlm-real-mode" / "model").is_dir()
     # each point against each reference, paired over the seeds (one seed: a difference, no test)
     for x in p["points"]:
         for name, ref in p["references"].items():
