@@ -54,3 +54,36 @@ def test_growth_stays_bounded_over_a_short_seeded_run(tmp_path):
     assert summary["cmplxbert"]["imag_to_real_max_mean"] == max(g["imag_to_real"] for g in mine)
     paper = _growth(tmp_path, "paper", max_train_examples=16, start="paper")
     assert paper[0]["cosine"] > 0.8  # the collapse the keep start avoids
+
+
+def test_paired_report_against_scipy_and_the_paper_start_kind(tmp_path):
+    stats = pytest.importorskip("scipy.stats")
+    from complexformer.cmplxbert.finetune import _paired, build_classifier
+
+    from .lora_testlib import save_tiny_bert_dir
+
+    acc = {"a": [0.40, 0.31, 0.41, 0.43], "b": [0.13, 0.14, 0.12, 0.13], "c": [0.5, 0.3, 0.4]}
+    runs = [{"model": k, "seed": s, "test": {"accuracy": v}}
+            for k, vs in acc.items() for s, v in enumerate(vs)]  # fmt: skip
+    p = _paired(runs, ("a", "b", "c"), "accuracy")
+    want = stats.ttest_rel(acc["a"], acc["b"])
+    assert p["against"]["b"]["p"] == pytest.approx(want.pvalue, rel=1e-6)
+    assert p["against"]["b"]["ratio"] == pytest.approx(sum(acc["a"]) / sum(acc["b"]))
+    assert p["against"]["c"]["n"] == 3  # only the seeds both have
+    assert _paired(runs, ("a",), "accuracy") == {}
+    base = str(save_tiny_bert_dir(tmp_path / "bert", "BertModel"))
+    cfg = FinetuneConfig(attention_score="modulus")
+    paper = build_classifier("cmplxbert-paper", base, 3, cfg)
+    keep = build_classifier("cmplxbert", base, 3, cfg)
+    assert paper.model_config.start == "paper" and keep.model_config.start == "keep"
+    q = paper.bert.encoder.layer[0].attention.self.query.bias_c
+    assert float(q.abs().max()) == 0.0
+    assert float(keep.bert.encoder.layer[0].attention.self.query.bias_c[:, 1].abs().max()) > 1
+    cb_dir = tmp_path / "cb"
+    from transformers import AutoTokenizer
+
+    from complexformer.cmplxbert.loading import save_cmplxbert
+
+    save_cmplxbert(keep, cb_dir, base, AutoTokenizer.from_pretrained(base))
+    with pytest.raises(ValueError, match="'cmplxbert-paper' complexifies a plain BERT"):
+        build_classifier("cmplxbert-paper", str(cb_dir), 3, cfg)
