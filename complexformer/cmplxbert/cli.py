@@ -185,6 +185,11 @@ def cmd_study(args: argparse.Namespace) -> int:
     from .study import StudyConfig, run_study
 
     lora, model_config = _complexify_config(apply_preset(args, "complexify"))
+    ft = PAPER_TRAINING["finetune"] if args.preset == "paper" else _TRAINING["finetune"]["library"]
+    if args.ft_lr is None:
+        args.ft_lr = ft["lr"]
+    if args.ft_base_lr_ratio is None:
+        args.ft_base_lr_ratio = ft["base_lr_ratio"]
     cfg = StudyConfig(
         base=args.base,
         data=args.data,
@@ -542,12 +547,17 @@ def add_cbert_parsers(sub) -> None:
         "--seeds", nargs="+", type=int, default=[0, 1, 2], help="fine-tuning seeds (0 1 2)"
     )
     st.add_argument("--ft-epochs", type=int, default=2, help="fine-tuning epochs (default 2)")
-    st.add_argument("--ft-lr", type=float, default=1e-3, help="fine-tuning lr (default 1e-3)")
+    st.add_argument(
+        "--ft-lr",
+        type=float,
+        default=None,
+        help="fine-tuning lr of the new head (default 1e-3, paper preset 1e-4)",
+    )
     st.add_argument(
         "--ft-base-lr-ratio",
         type=float,
-        default=0.3,
-        help="fine-tuning: lr ratio of everything but the new head (default 0.3)",
+        default=None,
+        help="fine-tuning: lr ratio of everything but the new head (default 0.3, paper preset 1)",
     )
     st.add_argument("--ft-batch-size", type=int, default=16, help="fine-tuning batch (16)")
     st.add_argument(

@@ -109,3 +109,25 @@ def test_paired_differences_match_scipy_ttest_rel():
     assert r["p"] == pytest.approx(ref.pvalue, rel=1e-7)
     assert out["same"]["mean"] == pytest.approx(0.1) and out["same"]["p"] is None
     assert "equal" in out["same"]["note"]
+
+
+@pytest.mark.parametrize(
+    ("preset", "extra", "want"),
+    [("library", [], (1e-3, 0.3)), ("paper", [], (1e-4, 1.0)),
+     ("paper", ["--ft-lr", "5e-4"], (5e-4, 1.0))],
+)  # fmt: skip
+def test_study_fine_tuning_rates_follow_the_preset(tmp_path, monkeypatch, preset, extra, want):
+    import complexformer.cmplxbert.study as study
+    from complexformer.cli import main
+
+    seen = {}
+
+    def fake(cfg, out, log=print):
+        seen["cfg"] = cfg
+        (tmp_path / "s").mkdir(exist_ok=True)
+        (tmp_path / "s" / "study.md").write_text("x")
+
+    monkeypatch.setattr(study, "run_study", fake)
+    args = ["cbert-study", "--base", "minilm", "--out", str(tmp_path / "s"), "--preset", preset]
+    assert main(args + extra) == 0
+    assert (seen["cfg"].ft_lr, seen["cfg"].ft_base_lr_ratio) == want
