@@ -12,6 +12,7 @@ from .config import (
     ATTENTION_SCORES,
     HEAD_OUTPUTS,
     HEADS,
+    INITS,
     PAPER_TRAINING,
     STARTS,
     WHITEN_CHOICES,
@@ -83,6 +84,10 @@ def _complexify_config(args: argparse.Namespace):
     if targets is not None and len(targets) == 1 and not targets[0].isidentifier():
         targets = targets[0]  # a regular expression
     kw = {"r": args.rank, "alpha": args.alpha, "dropout": args.lora_dropout}
+    if args.lora_init is not None:
+        kw["init"] = args.lora_init
+    elif args.preset == "paper":
+        kw["init"] = ComplexLoRAConfig.paper().init
     if targets is not None:
         kw["target_modules"] = targets
     model_config = CmplxBertConfig(**{k: getattr(args, k) for k in _MODEL_KEYS})
@@ -275,6 +280,13 @@ def _lora_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--lora-dropout", type=float, default=0.0, help="dropout on the adapters' input (default 0)"
+    )
+    p.add_argument(
+        "--lora-init",
+        default=None,
+        choices=INITS,
+        help="which factor of the linears' adapters starts at zero: zero_a (the output side, "
+        "default) or zero_b (the input side, paper preset)",
     )
     p.add_argument(
         "--target-modules",

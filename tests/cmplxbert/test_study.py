@@ -131,3 +131,6 @@ def test_study_fine_tuning_rates_follow_the_preset(tmp_path, monkeypatch, preset
     args = ["cbert-study", "--base", "minilm", "--out", str(tmp_path / "s"), "--preset", preset]
     assert main(args + extra) == 0
     assert (seen["cfg"].ft_lr, seen["cfg"].ft_base_lr_ratio) == want
+    paper = preset == "paper"
+    assert seen["cfg"].lora.init == ("zero_b" if paper else "zero_a")
+    assert seen["cfg"].model.start == ("paper" if paper else "keep")
