@@ -1,12 +1,13 @@
 """Adapter growth in the first updates of CmplxBERT fine-tuning, one setting per call.
 
 Fine-tunes the packaged MiniLM, complexified, on the docstring task (batch 16, 64 tokens, the
-first 1,600 training examples in a fixed shuffle, AdamW with weight decay 0.01, 10 warm-up
-updates then a constant rate, gradient clipping at 1) and probes, after 0, 1, 2, 4, ..., 64
-and the last update, 32 validation docstrings: the imaginary-to-real energy of the last hidden
-states and the mean pairwise cosine of the sentence vectors. At the end it scores 320
-validation examples. One JSON line per call (appended to ``--out`` if given). The table of
-docs/cmplxbert.md, "Adapter growth", comes from these calls, one thread each:
+first 1,600 training examples in a fixed shuffle, AdamW with weight decay 0.01 (``--eps``),
+``--warmup`` warm-up updates (10) then a constant rate, gradient clipping at 1) and probes,
+after 0, 1, 2, 4, ..., 64 and the last update, 32 validation docstrings: the imaginary-to-real
+energy of the last hidden states and the mean pairwise cosine of the sentence vectors. At the
+end it scores 320 validation examples. One JSON line per call (appended to ``--out`` if
+given). The table of docs/cmplxbert.md, "Adapter growth", comes from these calls, one thread
+each:
 
     python examples/cbert_growth.py --start paper --init zero_b --ratio 1
     python examples/cbert_growth.py --start keep --init zero_b --ratio 1
@@ -42,6 +43,8 @@ def main() -> None:
     p.add_argument("--alpha", type=float, default=None, help="LoRA alpha (None: s = 1)")
     p.add_argument("--init", default="zero_a", choices=("zero_a", "zero_b"), help="factors")
     p.add_argument("--updates", type=int, default=100, help="updates (default 100)")
+    p.add_argument("--warmup", type=int, default=10, help="warm-up updates (default 10)")
+    p.add_argument("--eps", type=float, default=1e-8, help="AdamW eps (default 1e-8)")
     p.add_argument("--seed", type=int, default=0, help="seed")
     p.add_argument("--out", default=None, help="append the JSON line to this file")
     a = p.parse_args()
@@ -78,9 +81,11 @@ def main() -> None:
     head = [p for n, p in model.named_parameters() if p.requires_grad and "classifier" in n]
     rest = [p for n, p in model.named_parameters() if p.requires_grad and "classifier" not in n]
     opt = torch.optim.AdamW(
-        [{"params": rest, "lr": a.lr * a.ratio}, {"params": head, "lr": a.lr}], weight_decay=0.01
+        [{"params": rest, "lr": a.lr * a.ratio}, {"params": head, "lr": a.lr}],
+        weight_decay=0.01,
+        eps=a.eps,
     )
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 10))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / a.warmup))
     trace = [probe(0)]
     model.train()
     t0 = time.perf_counter()
