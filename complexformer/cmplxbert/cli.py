@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..training.config import DEVICES
 from .config import (
+    ACTIVATIONS,
     ATTENTION_SCORES,
     HEAD_OUTPUTS,
     HEADS,
@@ -52,7 +53,15 @@ of the text), or a folder with train/validation/test .jsonl or .csv files.
 
 
 PRESETS = ("library", "paper")
-_MODEL_KEYS = ("attention_score", "head_output", "whiten", "heads", "start", "start_offset")
+_MODEL_KEYS = (
+    "attention_score",
+    "head_output",
+    "whiten",
+    "heads",
+    "start",
+    "start_offset",
+    "activation",
+)
 #: What ``--preset`` fills in for the options left unset, per command.
 _TRAINING = {
     "complexify": {"library": {"lr": 1e-4, "warmup_frac": 0.1, "batch_size": 32}},
@@ -160,6 +169,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         heads=args.heads,
         start=args.start,
         start_offset=args.start_offset,
+        activation=args.activation,
         pooling=args.pooling,
         real_lora_rank=args.real_lora_rank,
         text_field=args.text_field or ("tokens" if token else "text"),
@@ -344,6 +354,13 @@ def _model_options(p: argparse.ArgumentParser, when: str) -> None:
         help=f"initial complex biases{when}: keep (modulus scores and heads start as the real "
         "model's: imaginary query/key offsets, real head offsets) or paper (all zero; the "
         "modulus then forgets the pre-trained attention); default keep, paper preset paper",
+    )
+    p.add_argument(
+        "--activation",
+        default=None,
+        choices=ACTIVATIONS,
+        help=f"the GELU on complex values{when}: split, GELU(Re) + j GELU(Im) (the paper, "
+        "default) or gated, z * Phi(Re z) (the imaginary part through the real part's gate)",
     )
     p.add_argument(
         "--start-offset",

@@ -37,6 +37,7 @@ from .modeling import (
     CmplxPredictions,
     CmplxSelfAttention,
     CmplxTransform,
+    GatedGELU,
 )
 from .start import (
     calibration_ids,
@@ -73,11 +74,12 @@ _KNOWN_NAMES = (
 )
 
 
-def _activation(name) -> nn.Module:
+def _activation(name, mode: str = "split") -> nn.Module:
+    gelu = GatedGELU if mode == "gated" else CGELU
     if name == "gelu":
-        return CGELU("none")
+        return gelu("none")
     if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
-        return CGELU("tanh")
+        return gelu("tanh")
     if name == "relu":
         return CReLU()
     raise ValueError(
@@ -309,7 +311,7 @@ def complexify(
         )
         inter = CmplxIntermediate(
             bld.linear(hl.intermediate.dense, f"{pre}.intermediate.dense"),
-            _activation(hc.hidden_act),
+            _activation(hc.hidden_act, model_config.activation),
         )
         out = CmplxDenseNorm(
             bld.linear(hl.output.dense, f"{pre}.output.dense"),
@@ -338,7 +340,7 @@ def complexify(
         if model_config.heads == "bert":
             transform = CmplxTransform(
                 bld.linear(pr.transform.dense, "cls.predictions.transform.dense", head=True),
-                _activation(hc.hidden_act),
+                _activation(hc.hidden_act, model_config.activation),
                 bld.norm(pr.transform.LayerNorm),
             )
         decoder = bld.linear(pr.decoder, "cls.predictions.decoder", head=True)

@@ -20,6 +20,7 @@ from typing import Any
 from complexformer._config import ConfigBase, unknown_key_error
 
 __all__ = [
+    "ACTIVATIONS",
     "ATTENTION_SCORES",
     "DEFAULT_TARGET_MODULES",
     "CmplxBertConfig",
@@ -41,6 +42,7 @@ HEAD_OUTPUTS = ("modulus", "real")
 HEADS = ("bert", "linear")
 INITS = ("zero_b", "zero_a")
 STARTS = ("keep", "paper")
+ACTIVATIONS = ("split", "gated")
 TRAIN_HEADS = ("adapters", "full", "none")
 WHITEN_CHOICES = ("scalar", "full")
 
@@ -241,6 +243,10 @@ class CmplxBertConfig(ConfigBase):
             for real-part scores and heads.
         start_offset: C of the ``"keep"`` start, a² = C·√d: the shift of every attention
             logit (the softmax ignores it; it must exceed most negative scaled scores).
+        activation: the feed-forward and MLM-transform GELU: ``"split"`` (default, the
+            paper's sec. 3.5: GELU(Re z) + j GELU(Im z)) or ``"gated"`` (z·Φ(Re z): the
+            imaginary part goes through the gate the real part opens; measured to keep the
+            imaginary parts from growing, docs/cmplxbert.md). ReLU models keep the split ReLU.
     """
 
     attention_score: str = "modulus"
@@ -253,6 +259,7 @@ class CmplxBertConfig(ConfigBase):
     heads: str = "bert"
     start: str = "keep"
     start_offset: float = 8.0
+    activation: str = "split"
 
     _what = "CmplxBertConfig field"
 
@@ -280,6 +287,7 @@ class CmplxBertConfig(ConfigBase):
         _choice(self.train_heads, "train_heads", TRAIN_HEADS, w)
         _choice(self.heads, "heads", HEADS, w)
         _choice(self.start, "start", STARTS, w)
+        _choice(self.activation, "activation", ACTIVATIONS, w)
         c = self.start_offset
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0:
             raise ValueError(f"{w}: start_offset must be a number > 0, got {c!r}")

@@ -104,6 +104,7 @@ class FinetuneConfig(ConfigBase):
         heads: ``"bert"`` or ``"linear"``, likewise.
         start: ``"keep"`` or ``"paper"``, likewise (see :class:`CmplxBertConfig`).
         start_offset: C of the ``"keep"`` start, likewise.
+        activation: ``"split"`` or ``"gated"`` GELU, likewise.
         real_lora_rank: rank of the real LoRA baseline; None matches the CmplxBERT's count
             of trainable parameters.
         text_field: text column of CSV/JSONL/HF data (the words, for tokens).
@@ -134,6 +135,7 @@ class FinetuneConfig(ConfigBase):
     heads: str = "bert"
     start: str = "keep"
     start_offset: float = 8.0
+    activation: str = "split"
     real_lora_rank: int | None = None
     text_field: str = "text"
     label_field: str = "label"
@@ -217,6 +219,7 @@ def build_classifier(
                     heads=cfg.heads,
                     start=cfg.start,
                     start_offset=cfg.start_offset,
+                    activation=cfg.activation,
                 ),
             )
         model.classifier.base_layer.requires_grad_(True)  # new weights: they must learn

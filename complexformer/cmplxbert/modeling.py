@@ -81,6 +81,7 @@ __all__ = [
     "CmplxPredictions",
     "CmplxSelfAttention",
     "CmplxTransform",
+    "GatedGELU",
     "split_tanh",
 ]
 
@@ -267,9 +268,37 @@ class CmplxAttention(nn.Module):
         return to_complex(self.planar(to_planar(h), bias))
 
 
+class GatedGELU(nn.Module):
+    """GELU's gate of the real part applied to the whole complex number: z·Φ(Re z).
+
+    On a real input it is GELU; the imaginary part goes through the gate that the real part
+    opens (Φ, the standard normal CDF, or its tanh approximation), so a unit that the real
+    model switches off passes no imaginary part either. The paper's split GELU (sec. 3.5)
+    passes the imaginary part through every unit with gain GELU′(0) = 1/2 (docs/cmplxbert.md,
+    "Adapter growth").
+    """
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        self.approximate = approximate
+
+    def gate(self, x: Tensor) -> Tensor:
+        if self.approximate == "tanh":
+            return 0.5 * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))
+        return 0.5 * (1.0 + torch.erf(x * 0.7071067811865476))
+
+    def forward(self, z: Tensor) -> Tensor:
+        return z * self.gate(z.real).to(z.real.dtype)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
 def planar_activation(act: nn.Module, y: Tensor) -> Tensor:
-    """A split activation (CReLU, CGELU) on planar rows, in place without autograd; any other
-    (complex) activation through complex tensors."""
+    """A split activation (CReLU, CGELU) or the gated GELU on planar rows, in place without
+    autograd; any other (complex) activation through complex tensors."""
+    if isinstance(act, GatedGELU):
+        return y * act.gate(y[..., 0, :]).unsqueeze(-2)
     if isinstance(act, CReLU):
         return torch.relu_(y) if not torch.is_grad_enabled() else F.relu(y)
     if not isinstance(act, CGELU):

@@ -232,3 +232,32 @@ def test_cbert_start_command_writes_the_layer_by_layer_report(tmp_path, capsys):
     assert "rel. error, keep start" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="--n must be at least 2"):
         main(["cbert-start", "--n", "1", "--out", str(out)])
+
+
+def test_gated_gelu_is_gelu_on_reals_and_gates_the_imaginary_part():
+    """z·Φ(Re z): GELU on a real input (the complexified model in real mode is the real model
+    with it), and the imaginary part scaled by the gate of the real part, against the formula
+    written with complex tensors."""
+    from complexformer.cmplxbert.modeling import GatedGELU, planar_activation
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 7, generator=g, dtype=torch.float64) * 3
+    y = torch.randn(4, 7, generator=g, dtype=torch.float64) * 0.1
+    for approx in ("none", "tanh"):
+        act = GatedGELU(approx)
+        real = torch.nn.functional.gelu(x, approximate=approx)
+        assert_close(act(torch.complex(x, torch.zeros_like(x))).real, real)
+        z = act(torch.complex(x, y))
+        assert_close(z.real, real)
+        assert_close(z.imag, y * real / x)  # Φ(x) = GELU(x) / x
+        planar = planar_activation(act, torch.stack([x, y], -2))
+        assert_close(planar, torch.stack([z.real, z.imag], -2))
+    hf = tiny_model("BertModel", seed=5).double()
+    ids, mask, tt = batch(seed=5)
+    m = complexify(hf, attention_score="real", head_output="real", activation="gated").eval()
+    want = hf(input_ids=ids, attention_mask=mask, token_type_ids=tt).last_hidden_state
+    got = m(ids, attention_mask=mask, token_type_ids=tt).last_hidden_state
+    w = mask[..., None].bool()
+    assert_close(got.real * w, want * w)
+    with pytest.raises(ValueError, match="unknown activation 'relu'; allowed: 'split', 'gated'"):
+        CmplxBertConfig(activation="relu")
