@@ -359,8 +359,9 @@ def _model_options(p: argparse.ArgumentParser, when: str) -> None:
         "--activation",
         default=None,
         choices=ACTIVATIONS,
-        help=f"the GELU on complex values{when}: split, GELU(Re) + j GELU(Im) (the paper, "
-        "default) or gated, z * Phi(Re z) (the imaginary part through the real part's gate)",
+        help=f"the GELU on complex values{when}: gated, z * Phi(Re z) (the imaginary part "
+        "through the real part's gate; default) or split, GELU(Re) + j GELU(Im) (the paper, "
+        "paper preset)",
     )
     p.add_argument(
         "--start-offset",

@@ -243,10 +243,10 @@ class CmplxBertConfig(ConfigBase):
             for real-part scores and heads.
         start_offset: C of the ``"keep"`` start, a² = C·√d: the shift of every attention
             logit (the softmax ignores it; it must exceed most negative scaled scores).
-        activation: the feed-forward and MLM-transform GELU: ``"split"`` (default, the
-            paper's sec. 3.5: GELU(Re z) + j GELU(Im z)) or ``"gated"`` (z·Φ(Re z): the
-            imaginary part goes through the gate the real part opens; measured to keep the
-            imaginary parts from growing, docs/cmplxbert.md). ReLU models keep the split ReLU.
+        activation: the feed-forward and MLM-transform GELU: ``"gated"`` (default, z·Φ(Re z):
+            the imaginary part goes through the gate the real part opens; measured to keep the
+            imaginary parts from growing, docs/cmplxbert.md) or ``"split"`` (the paper's sec.
+            3.5: GELU(Re z) + j GELU(Im z)). ReLU models keep the split ReLU.
     """
 
     attention_score: str = "modulus"
@@ -259,7 +259,7 @@ class CmplxBertConfig(ConfigBase):
     heads: str = "bert"
     start: str = "keep"
     start_offset: float = 8.0
-    activation: str = "split"
+    activation: str = "gated"
 
     _what = "CmplxBertConfig field"
 
@@ -267,15 +267,16 @@ class CmplxBertConfig(ConfigBase):
     def paper(cls, **changes: Any) -> CmplxBertConfig:
         """Every choice of the complex model that Tamburini 2024 states: modulus attention
         scores (sec. 3.3), the full C^(-1/2) whitening of the complex LayerNorm (sec. 3.4),
-        heads that are one LoRA-adapted linear followed by the modulus (sec. 3.6), and every
-        complex bias zero at the start (``start="paper"``). The library's defaults differ
-        where they measured better (docs/cmplxbert.md)."""
+        heads that are one LoRA-adapted linear followed by the modulus (sec. 3.6), the split
+        GELU (sec. 3.5), and every complex bias zero at the start (``start="paper"``). The
+        library's defaults differ where they measured better (docs/cmplxbert.md)."""
         base = cls(
             attention_score="modulus",
             head_output="modulus",
             whiten="full",
             heads="linear",
             start="paper",
+            activation="split",
         )
         return base.replace(**changes)
 

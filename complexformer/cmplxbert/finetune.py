@@ -135,7 +135,7 @@ class FinetuneConfig(ConfigBase):
     heads: str = "bert"
     start: str = "keep"
     start_offset: float = 8.0
-    activation: str = "split"
+    activation: str = "gated"
     real_lora_rank: int | None = None
     text_field: str = "text"
     label_field: str = "label"

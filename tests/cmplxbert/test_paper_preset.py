@@ -39,6 +39,7 @@ def test_paper_configs_state_the_papers_choices():
     a = ComplexLoRAConfig.paper(16)
     assert (a.r, a.scaling, a.complex_bias, a.init) == (16, 1.0, True, "zero_b")
     assert CmplxBertConfig.paper().start == "paper"
+    assert CmplxBertConfig.paper().activation == "split" and CmplxBertConfig().activation == "gated"
     assert PAPER_TRAINING["mlm"]["batch_size"] == 512 and PAPER_TRAINING["mlm"]["lr"] == 1e-4
     assert PAPER_TRAINING["finetune"] == {"lr": 1e-4, "epochs": 2, "base_lr_ratio": 1.0}
     with pytest.raises(ValueError, match="heads.*'bert', 'linear'"):
