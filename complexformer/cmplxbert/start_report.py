@@ -1,9 +1,8 @@
 """``complexformer cbert-start``: the start of a modulus CmplxBERT against the real model.
 
 Measures, layer by layer on unseen sentences, what the paper's zero start and the
-sign-preserving start (:mod:`.start`) do to a pre-trained BERT
-(:func:`~complexformer.cmplxbert.analysis.compare_starts`), and writes ``start.json``,
-``start.md`` and ``start.png``.
+sign-preserving start (:mod:`.start`) do to a pre-trained BERT (:func:`compare_starts`), and
+writes ``start.json``, ``start.md`` and ``start.png``.
 """
 
 from __future__ import annotations
