@@ -18,14 +18,16 @@ LAYERS: dict[str, int] = {
     "data": 1,
     "nn": 2,
     "models": 3,
-    "training": 4,
-    "cmplxbert": 5,
-    "retrofit": 5,
-    "hf": 5,
-    "compat": 5,
-    "evaluation": 6,  # above hf: the lm-eval suite exports the run for transformers
-    "reproduce": 7,
-    "_top": 8,  # complexformer/__init__.py, __main__.py, cli.py
+    "training": 4,  # the loop knows tasks, not models
+    "lm": 5,  # the language model's task, runs and final models
+    "cmplxbert": 6,
+    "retrofit": 6,
+    "hf": 6,
+    "compat": 6,
+    "artifacts": 7,  # one loader for every artifact kind
+    "evaluation": 8,  # above hf: the lm-eval suite exports the run for transformers
+    "reproduce": 9,
+    "_top": 10,  # complexformer/__init__.py, __main__.py, cli.py
 }
 #: Imports a layer rule would allow but the design forbids (CmplxBERT builds on complex
 #: layers, not on the language model; evaluation and CmplxBERT stay independent).

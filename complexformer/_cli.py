@@ -1,0 +1,355 @@
+"""The command line's one vocabulary: shared options, one list convention, ``--set``, and the
+old spellings kept for one release.
+
+Every subcommand builds its parser from these helpers, so that one setting has one flag
+everywhere: ``--model`` is an artifact to read, ``--base`` a model to convert or start from,
+``--seeds`` the list of seeds to run, ``--seq-len`` the tokens per sequence, ``--rank`` the
+adapters' rank, ``--preset`` a named model configuration and ``--recipe`` a named set of
+training defaults. Lists are written with spaces (``--seeds 0 1 2``; repeating the flag
+appends). ``tests/test_cli_vocabulary.py`` walks every parser against :data:`VOCABULARY`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from ._config import ConfigBase, parse_overrides, unknown_key_error
+
+__all__ = [
+    "DEPRECATED_COMMANDS",
+    "DEPRECATED_OPTIONS",
+    "VOCABULARY",
+    "add_base",
+    "add_deprecated",
+    "add_device",
+    "add_model",
+    "add_run_dir",
+    "add_seeds",
+    "add_set",
+    "add_threads",
+    "build_configs",
+    "float_list",
+    "int_list",
+    "rewrite_deprecated_command",
+]
+
+#: The one meaning of each flag; a flag outside this table, or two flags with one meaning,
+#: fails ``tests/test_cli_vocabulary.py``.
+VOCABULARY: dict[str, str] = {
+    # what to read and where to write
+    "--model": "an artifact to read: LM run, checkpoint or final model, export, retrofit run or "
+    "adaptation, CmplxBERT directory (several where the command compares them)",
+    "--base": "a model to convert or start from: a Hugging Face name, a local directory, "
+    "a GGUF file, minilm, smollm2, or a ComplexFormer run for continued training",
+    "--out": "the folder to write (a run, a results folder or an export)",
+    "--data": "a corpus: stdlib, text:GLOB, hf:NAME[:CONFIG]",
+    "--task": "a labelled task: a built-in name, a file, a folder or hf:NAME[:CONFIG]",
+    "--tokenizer": "a tokenizer directory or Hugging Face name",
+    "--split": "which split of the corpus: train, val or test",
+    "--resume": "continue the run in --out from its newest good checkpoint",
+    "--overwrite": "start afresh in an existing run folder",
+    "--json": "print JSON",
+    # model and recipe
+    "--preset": "a named model configuration (models.config.PRESETS)",
+    "--recipe": "a named set of training and model defaults: library or paper",
+    "--set": "override any field of the command's configs, KEY=VALUE (repeatable)",
+    "--seq-len": "tokens per sequence (training examples, blocks or truncation)",
+    "--rank": "rank of the adapters (complex LoRA, or the real LoRA control)",
+    "--alpha": "LoRA scale numerator (scale = alpha / rank)",
+    "--lora-dropout": "dropout on the adapters' input",
+    "--lora-init": "which LoRA factor starts at zero",
+    "--target-modules": "module-name suffixes to adapt, or one regular expression",
+    "--attention-score": "CmplxBERT attention score: modulus or real part",
+    "--head-output": "CmplxBERT head output: modulus or real part",
+    "--whiten": "CmplxBERT complex LayerNorm whitening",
+    "--heads": "CmplxBERT heads: BERT's blocks or one adapted linear",
+    "--start": "CmplxBERT initial complex biases: keep or paper",
+    "--start-offset": "C of the keep start",
+    "--activation": "CmplxBERT GELU on complex values: gated or split",
+    "--pooling": "sentence vector of a classifier: auto, cls or mean",
+    "--scheme": "positional scheme of the converted attention",
+    "--gqa": "retrofit: delta per KV head or per query head",
+    "--train": "retrofit: which parameters train",
+    # optimisation
+    "--max-steps": "optimizer updates",
+    "--epochs": "fine-tuning epochs",
+    "--batch-size": "sequences or examples per update (global)",
+    "--grad-accum": "micro-batches per update",
+    "--lr": "peak learning rate",
+    "--base-lr-ratio": "learning rate of everything but a new head, as a share of --lr",
+    "--warmup-frac": "share of the updates in linear warm-up",
+    "--min-lr-ratio": "floor of the decay as a share of --lr",
+    "--weight-decay": "AdamW weight decay",
+    "--eval-every": "validate every N updates",
+    "--eval-blocks": "validation blocks per evaluation (cap)",
+    "--save-every": "checkpoint every N updates",
+    "--log-every": "a metrics row every N updates",
+    "--vocab-size": "vocabulary of a BPE trained on the corpus",
+    # seeds and runtime
+    "--seed": "the seed of one run",
+    "--seeds": "the list of seeds to run, one run each",
+    "--device": "auto, cpu or cuda",
+    "--threads": "CPU threads for torch",
+    "--bf16": "bf16 compute (autocast; phases stay float32)",
+    "--compile": "torch.compile the model",
+    "--tensorboard": "also log to TensorBoard",
+    "--dry-run": "print the plan and stop",
+    # sampling
+    "--prompt": "prompt text",
+    "--prompt-file": "a file whose content is the prompt",
+    "--max-new-tokens": "tokens to add",
+    "--sample-tokens": "tokens to sample at the end of training",
+    "--temperature": "softmax temperature (0: greedy)",
+    "--top-p": "nucleus sampling mass",
+    "--top-k": "keep the k most likely tokens (0: all)",
+    "--num-samples": "samples per prompt",
+    "--no-cache": "recompute instead of using the KV cache",
+}
+
+#: Old spellings kept as hidden aliases for one release: old flag -> new flag.
+DEPRECATED_OPTIONS: dict[str, str] = {
+    "--ckpt": "--model",
+    "--init-from": "--base",
+    "--max-len": "--seq-len",
+    "--lora-r": "--rank",
+    "--scale": "--preset",
+    "--dtype": "--set dtype=",
+}
+
+#: Old command names kept for one release: old -> new.
+DEPRECATED_COMMANDS: dict[str, str] = {
+    "complexify": "cbert-complexify",
+    "finetune": "cbert-finetune",
+    "analyze-embeddings": "cbert-embeddings",
+}
+
+
+def _warn(old: str, new: str) -> None:
+    print(
+        f"complexformer: {old} is deprecated and goes in the next release; use {new}",
+        file=sys.stderr,
+    )
+
+
+def rewrite_deprecated_command(argv: list[str]) -> list[str]:
+    """Map an old command name (first word of ``argv``) to its new one, with a warning."""
+    if argv and argv[0] in DEPRECATED_COMMANDS:
+        new = DEPRECATED_COMMANDS[argv[0]]
+        _warn(f"the command '{argv[0]}'", f"'{new}'")
+        return [new, *argv[1:]]
+    return argv
+
+
+class _Deprecated(argparse.Action):
+    """A hidden old flag: warns, then stores into the new flag's destination."""
+
+    def __init__(self, option_strings, dest, new_flag: str = "", store=None, **kwargs):
+        self.new_flag = new_flag
+        self.store = store
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        _warn(option_string, self.new_flag)
+        if self.store is not None:
+            values = self.store(namespace, values)
+        if isinstance(values, list) and isinstance(getattr(namespace, self.dest, None), list):
+            values = [*getattr(namespace, self.dest), *values]
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated(
+    p: argparse.ArgumentParser,
+    old: str,
+    dest: str,
+    *,
+    store: Callable[[argparse.Namespace, Any], Any] | None = None,
+    **kwargs: Any,
+) -> None:
+    """Add ``old`` as a hidden alias of the option whose destination is ``dest``.
+
+    Args:
+        p: the parser.
+        old: the old flag, a key of :data:`DEPRECATED_OPTIONS`.
+        dest: the new option's destination.
+        store: maps (namespace, parsed value) to the value to store (e.g. into a list).
+        **kwargs: ``type``/``nargs`` of the old flag.
+    """
+    if old not in DEPRECATED_OPTIONS:
+        raise ValueError(f"{old} is not in DEPRECATED_OPTIONS")
+    p.add_argument(
+        old,
+        dest=dest,
+        action=_Deprecated,
+        new_flag=DEPRECATED_OPTIONS[old],
+        store=store,
+        help=argparse.SUPPRESS,
+        default=argparse.SUPPRESS,
+        **kwargs,
+    )
+
+
+# ---------------------------------------------------------------------- list values
+def _list_of(kind: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        if "," in text:
+            raise argparse.ArgumentTypeError(
+                f"lists are written with spaces, not commas: got {text!r}; "
+                f"write {' '.join(t for t in text.split(',') if t)}"
+            )
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {name}, got {text!r}") from None
+
+    parse.__name__ = name
+    return parse
+
+
+#: ``type=`` of one item of an integer list option (a comma is refused with a hint).
+int_list = _list_of(int, "an integer")
+#: ``type=`` of one item of a float list option.
+float_list = _list_of(float, "a number")
+
+
+# ---------------------------------------------------------------------- shared options
+def add_model(
+    p: argparse.ArgumentParser, help: str, *, required: bool = True, many: bool = False
+) -> None:
+    """``--model``: the artifact(s) to read; ``--ckpt`` stays as a hidden alias."""
+    if many:
+        p.add_argument(
+            "--model",
+            nargs="+",
+            action="extend",
+            required=required,
+            metavar="PATH",
+            help=help,
+        )
+        add_deprecated(p, "--ckpt", "model", nargs=1)
+    else:
+        p.add_argument("--model", required=required, metavar="PATH", help=help)
+        add_deprecated(p, "--ckpt", "model")
+
+
+def add_base(p: argparse.ArgumentParser, help: str, **kwargs: Any) -> None:
+    """``--base``: a model to convert or start from."""
+    p.add_argument("--base", metavar="MODEL", help=help, **kwargs)
+
+
+def add_seeds(p: argparse.ArgumentParser, default: Sequence[int], help: str) -> None:
+    """``--seeds``: always the list of seeds to run (``--seeds 0 1 2``)."""
+    p.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int_list,
+        default=list(default),
+        metavar="SEED",
+        help=f"{help} (default {' '.join(map(str, default))})",
+    )
+
+
+def add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads", type=int, default=None, help="CPU threads for torch (default: torch's)"
+    )
+
+
+def add_device(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
+    p.add_argument(
+        "--device",
+        default=default,
+        choices=("auto", "cpu", "cuda"),
+        help="auto (CUDA when available), cpu or cuda (default auto)",
+    )
+
+
+def add_run_dir(p: argparse.ArgumentParser) -> None:
+    """``--resume`` and ``--overwrite`` of a run folder."""
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the newest good checkpoint in --out"
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in an existing run folder (its checkpoints are replaced)",
+    )
+
+
+def add_set(p: argparse.ArgumentParser, configs: Iterable[type]) -> None:
+    """``--set KEY=VALUE`` over every field of ``configs`` (``NAME.KEY`` when two share it)."""
+    names = ", ".join(c.__name__ for c in configs)
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"override any field of {names} (repeatable; VALUE read as JSON when it parses)",
+    )
+
+
+# ---------------------------------------------------------------------- configs
+def _field_names(cls: type) -> list[str]:
+    if isinstance(cls, type) and issubclass(cls, ConfigBase):
+        return list(cls.field_names())
+    if is_dataclass(cls):
+        return [f.name for f in fields(cls)]
+    raise TypeError(f"{cls!r} is not a config dataclass")
+
+
+def build_configs(
+    args: argparse.Namespace,
+    configs: dict[str, type],
+    *,
+    defaults: dict[str, dict[str, Any]] | None = None,
+    extra: dict[str, dict[str, Any]] | None = None,
+    exclude: Iterable[str] = (),
+) -> dict[str, dict[str, Any]]:
+    """Keyword arguments of each config from the options, the defaults and ``--set``.
+
+    An option fills every config that has a field of its destination's name; ``--set KEY=V``
+    fills the one config with field ``KEY`` (``NAME.KEY`` chooses one when several have it).
+    Later sources win: ``defaults`` (a recipe), then the options given (not None), then
+    ``extra`` (values the command computes), then ``--set``.
+
+    Args:
+        args: the parsed options (``args.set`` the ``--set`` strings, when present).
+        configs: config name -> config class.
+        defaults: config name -> field values of the chosen recipe.
+        extra: config name -> field values set by the command.
+        exclude: option destinations that are not config fields (``model``, a path).
+
+    Returns:
+        config name -> keyword arguments.
+
+    Raises:
+        ValueError: an unknown or ambiguous ``--set`` key (the valid names are listed).
+    """
+    names = {n: set(_field_names(c)) for n, c in configs.items()}
+    out: dict[str, dict[str, Any]] = {n: dict((defaults or {}).get(n, {})) for n in configs}
+    skip = {"set", "func", "command", *exclude}
+    given = {k: v for k, v in vars(args).items() if v is not None and k not in skip}
+    for n, keys in names.items():
+        out[n].update({k: v for k, v in given.items() if k in keys})
+        out[n].update((extra or {}).get(n, {}))
+    for key, value in parse_overrides(getattr(args, "set", []) or []).items():
+        scope, _, field = key.rpartition(".")
+        if scope:
+            if scope not in names:
+                raise unknown_key_error(scope, sorted(names), "config name in --set")
+            owners = [scope] if field in names[scope] else []
+        else:
+            owners = [n for n, keys in names.items() if key in keys]
+        if not owners:
+            valid = sorted(set().union(*names.values()))
+            raise unknown_key_error(field, valid, "config key")
+        if len(owners) > 1:
+            raise ValueError(
+                f"--set {key}: the field is in {' and '.join(owners)}; write "
+                + " or ".join(f"--set {o}.{key}=..." for o in owners)
+            )
+        out[owners[0]][field] = value
+    return out
