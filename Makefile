@@ -98,7 +98,7 @@ MUTATE_PLANAR_CLASSES := _PlanarModulus _ScalarNorm _ModulusAttention
 MUTANTS ?= complexformer.data.splits.* complexformer.losses.pcl.* \
 	complexformer.evaluation.passk.* complexformer.data.blocks.* \
 	complexformer.attention.rotary.* complexformer.attention.polar.* \
-	complexformer.evaluation.verdict.* complexformer.cmplxbert.layers.* \
+	complexformer.evaluation.sandbox.verdict.* complexformer.cmplxbert.layers.* \
 	$(foreach f,$(MUTATE_LORA),complexformer.cmplxbert.planar.x_$(f)__*) \
 	$(foreach f,$(MUTATE_PLANAR_KERNELS),complexformer.cmplxbert.planar.x_$(f)__*) \
 	$(foreach c,$(MUTATE_PLANAR_CLASSES),complexformer.cmplxbert.planar.xǁ$(c)ǁ*) \

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Make sure bubblewrap (bwrap) is available: the code suite runs model-written programs
-# under it (complexformer/evaluation/isolation.py). Installs it with apt-get where this runs
+# under it (complexformer/evaluation/sandbox/isolation.py). Installs it with apt-get where this runs
 # as root on a system with apt-get; otherwise says what to do and exits non-zero.
 set -eu
 

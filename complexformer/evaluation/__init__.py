@@ -2,10 +2,10 @@
 
 * :mod:`.text` - generation quality: gen-PPL under an evaluator LM (:mod:`.genppl`), Dist-1/2
   and Rep-4 (:mod:`.text_metrics`);
-* :mod:`.code` - pass@k (:mod:`.passk`) of sampled programs run in a sandbox (:mod:`.sandbox`,
-  bubblewrap through :mod:`.isolation`) and judged by a trusted checker (:mod:`.verdict`);
+* :mod:`.code_suite` - pass@k (:mod:`.passk`) of sampled programs run in the sandbox
+  (:mod:`.sandbox`: bubblewrap isolation, a verdict by a trusted checker);
   ``check_correctness(problem, completion, timeout)``;
-* :mod:`.math` - GSM8K / MATH final-answer extraction, normalisation and accuracy;
+* :mod:`.math_suite` - GSM8K / MATH final-answer extraction, normalisation and accuracy;
 * :mod:`.extrapolation` - perplexity against context length for several runs;
 * :mod:`.heads` - CMHA's δ and b per head, semantic vs positional share, attention maps;
 * :mod:`.lmeval` - lm-evaluation-harness (EleutherAI) on the run exported for transformers,

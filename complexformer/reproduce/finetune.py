@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import atomic_write_text
-from ..evaluation.code import CodeSuiteConfig
-from ..evaluation.math import MathSuiteConfig, load_math_problems
+from ..evaluation.code_suite import CodeSuiteConfig
+from ..evaluation.math_suite import MathSuiteConfig, load_math_problems
 from ..training.config import TrainConfig
 
 __all__ = [
@@ -106,7 +106,8 @@ _NAMES = ("Ana", "Ben", "Chen", "Dara", "Eli", "Fay")
 
 def synthetic_math_problems(n: int, seed: int) -> list[dict[str, str]]:
     """``n`` arithmetic word problems in GSM8K's format: ``question`` and an ``answer`` that
-    works it out and ends with ``#### N`` (the reference :mod:`..evaluation.math` extracts)."""
+    works it out and ends with ``#### N`` (the reference :mod:`..evaluation.math_suite`
+    extracts)."""
     rng = random.Random(seed)
     rows = []
     for _ in range(n):

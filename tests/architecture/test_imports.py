@@ -154,7 +154,7 @@ def test_no_cycles_between_modules():
 IN_FUNCTION_BY_DESIGN = {
     # shipped as source to the sandboxed interpreter: its imports run only after the resource
     # limits and the guard are in place, and it cannot import complexformer
-    "complexformer.evaluation.sandbox_child",
+    "complexformer.evaluation.sandbox.sandboxed_side",
     # registers the transformers classes only once transformers' auto classes are imported
     # (its own modules import transformers at the top, so they are imported on that event)
     "complexformer.hf.register",

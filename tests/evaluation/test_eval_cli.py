@@ -134,7 +134,7 @@ def test_every_suite_from_the_command_line(make_tiny_run, eval_corpus_spec, tmp_
 def test_code_suite_without_bubblewrap_needs_the_unsafe_flag(
     make_tiny_run, tmp_path, capsys, monkeypatch
 ):
-    from complexformer.evaluation import sandbox
+    from complexformer.evaluation.sandbox import runner as sandbox
 
     caps = sandbox.sandbox_capabilities()
     no_bwrap = {k: caps[k] for k in ("platform", "unshare", "cgroup", "process_limit", "euid")}

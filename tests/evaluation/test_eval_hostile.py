@@ -23,10 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from complexformer.evaluation import verdict
-from complexformer.evaluation.code import CodeSuiteConfig, run_code_suite
-from complexformer.evaluation.isolation import remove_cgroup
-from complexformer.evaluation.sandbox import run_program, sandbox_capabilities
+from complexformer.evaluation.code_suite import CodeSuiteConfig, run_code_suite
+from complexformer.evaluation.sandbox import run_program, sandbox_capabilities, verdict
+from complexformer.evaluation.sandbox.isolation import remove_cgroup
 from tests.evaluation.hostile_testlib import (
     ESCAPES,
     LONG_ATEXIT,

@@ -149,7 +149,7 @@ def test_processes_left_behind_are_killed(detach):
 def test_left_behind_processes_are_killed_without_namespaces(monkeypatch):
     # the fallback where unshare is unavailable: the process group kill, then the marker
     # scan for a process that left the group with setsid
-    from complexformer.evaluation import sandbox
+    from complexformer.evaluation.sandbox import runner as sandbox
 
     caps = sandbox_capabilities()
     monkeypatch.setattr(

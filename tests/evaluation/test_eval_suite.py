@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from complexformer._config import ConfigBase
-from complexformer.evaluation import code, extrapolation, heads, math, text  # noqa: F401
+from complexformer.evaluation import code_suite, extrapolation, heads, math_suite, text  # noqa: F401
 from complexformer.evaluation.suite import (
     SUITES,
     EvalRun,

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from complexformer.evaluation import sandbox, verdict
-from complexformer.evaluation.code import CodeSuiteConfig, check_correctness, run_code_suite
-from complexformer.evaluation.literal import NotLiteral, decode, encode
+from complexformer.evaluation.code_suite import CodeSuiteConfig, check_correctness, run_code_suite
+from complexformer.evaluation.sandbox import runner, verdict
+from complexformer.evaluation.sandbox.literal_codec import NotLiteral, decode, encode
 from tests.evaluation.hostile_testlib import TOY, FakeModel, FakeTokenizer
 
 pytestmark = pytest.mark.skipif(
@@ -149,12 +149,12 @@ def _suite(tmp_path, **kw):
 
 
 def test_suite_refuses_to_run_without_os_isolation(tmp_path, monkeypatch):
-    caps = sandbox.sandbox_capabilities()
+    caps = runner.sandbox_capabilities()
     no_bwrap = {k: caps[k] for k in ("platform", "unshare", "cgroup", "process_limit", "euid")}
     no_bwrap.update(bwrap=None, isolation="none", uid=caps["euid"])
     no_bwrap["namespaces"] = caps["unshare_namespaces"]
-    monkeypatch.setattr(sandbox, "_caps", no_bwrap)
-    with pytest.raises(sandbox.SandboxUnavailableError, match="--unsafe-python-guard-only"):
+    monkeypatch.setattr(runner, "_caps", no_bwrap)
+    with pytest.raises(runner.SandboxUnavailableError, match="--unsafe-python-guard-only"):
         _suite(tmp_path)
     messages = []
     payload = run_code_suite(
@@ -179,7 +179,7 @@ def test_suite_refuses_to_run_without_os_isolation(tmp_path, monkeypatch):
     assert any(m.startswith("WARNING: UNSAFE") for m in messages)
 
 
-@pytest.mark.skipif(not sandbox.sandbox_capabilities()["bwrap"], reason="needs bubblewrap")
+@pytest.mark.skipif(not runner.sandbox_capabilities()["bwrap"], reason="needs bubblewrap")
 def test_suite_records_the_isolation(tmp_path):
     payload = _suite(tmp_path)
     assert [s["passed"] for s in payload["problems"][0]["samples"]] == [True, False]
@@ -190,7 +190,7 @@ def test_suite_records_the_isolation(tmp_path):
 
 
 def _res(status, stderr="", returncode=1):
-    return sandbox.SandboxResult(status, returncode, "", stderr, 0.0, "id")
+    return runner.SandboxResult(status, returncode, "", stderr, 0.0, "id")
 
 
 def test_build_program_is_human_evals_construction():
@@ -329,7 +329,7 @@ def test_weak_check_passes_its_limits_on_and_needs_the_nonce(monkeypatch):
         calls.append(kw)
         nonce = re.search(r"b'\\n([0-9a-f]{32})\\n'", program).group(1)
         out = {"echo": f"x\n{nonce}\n", "silent": "x\n"}[mode]
-        return sandbox.SandboxResult(status, 0 if status == "passed" else 1, out, err, 0.1, "id")
+        return runner.SandboxResult(status, 0 if status == "passed" else 1, out, err, 0.1, "id")
 
     monkeypatch.setattr(verdict, "run_program", fake_run)
     problem = {"prompt": "def f(x):\n", "test": "def check(c):\n    pass\n", "entry_point": "f"}
@@ -376,7 +376,7 @@ def test_a_trusted_checker_that_hangs_is_killed_and_reaped(monkeypatch):
     cfg = json.loads(argv[6])
     assert cfg["memory"] == 600 << 20 and cfg["cpu"] == 3  # 2 x memory_mb; ceil(timeout) + 1
     assert (cfg["entry_point"], cfg["prompt"], cfg["test"]) == ("add", TOY["prompt"], hangs["test"])
-    assert cfg["site_packages"] == sandbox.site_package_dirs()
+    assert cfg["site_packages"] == runner.site_package_dirs()
     assert kw["env"] == {"PATH": os.defpath, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
     assert kw["stdin"] == kw["stdout"] == kw["stderr"] == verdict.subprocess.DEVNULL
     assert kw["start_new_session"] is True

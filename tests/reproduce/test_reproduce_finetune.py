@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from complexformer.evaluation.math import load_math_problems, math_equal
+from complexformer.evaluation.math_suite import load_math_problems, math_equal
 from complexformer.reproduce import ReproduceConfig, plan_runs, reproduce
 from complexformer.reproduce.budget import WIKITEXT103_GPT2_TRAIN_TOKENS
 from complexformer.reproduce.cli import add_reproduce_parser

@@ -1,9 +1,9 @@
 """The trusted side of the pass verdict: runs the problem's tests against a proxy.
 
-Shipped as source (after :mod:`.literal`) to a fresh ``python -I -S -B -c``, which is not
+Shipped as source (after :mod:`.literal_codec`) to a fresh ``python -I -S -B -c``, which is not
 sandboxed: it runs only the problem's own text (prompt and tests, from the data set) and
 values decoded from the candidate's answers. The candidate runs elsewhere, inside the
-sandbox (:mod:`.sandbox_child`); here its entry point is a proxy that sends the arguments
+sandbox (:mod:`.sandboxed_side`); here its entry point is a proxy that sends the arguments
 by value and decodes the result into exact built-in types, so the comparison in the tests
 is the built-in one, and nothing the candidate controls can print, exit or return a pass.
 
@@ -51,7 +51,7 @@ def _from_program(e: BaseException) -> bool:
 def _proxy(request_fd: int, response_fd: int):
     def candidate(*args, **kwargs):
         try:
-            payload = encode((args, kwargs))  # noqa: F821 - from literal.py, shipped first
+            payload = encode((args, kwargs))  # noqa: F821 - from literal_codec.py, shipped first
         except (NotLiteral, RecursionError) as e:  # noqa: F821
             raise NotByValue(str(e)) from None
         try:

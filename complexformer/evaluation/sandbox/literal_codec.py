@@ -1,7 +1,7 @@
 """A literal-only encoding of Python values, and length-prefixed frames over pipes.
 
-The trusted checker (:mod:`.trusted_check`) and the candidate program inside the sandbox
-(:mod:`.sandbox_child`) exchange arguments and results through this encoding, so what comes
+The trusted checker (:mod:`.trusted_side`) and the candidate program inside the sandbox
+(:mod:`.sandboxed_side`) exchange arguments and results through this encoding, so what comes
 back from an untrusted program is data and nothing else: :func:`decode` builds only exact
 built-in ``None``, ``bool``, ``int``, ``float`` (``nan``, ``inf`` included), ``str``,
 ``bytes``, ``list``, ``tuple``, ``dict``, ``set`` and ``frozenset`` values. A result cannot

@@ -26,7 +26,7 @@ to escape on purpose. :func:`run_program` runs one program in layers (outermost 
   exit); the PID namespace dies with its init; without one, every process still carrying the
   run's marker variable is killed too; the cgroup is emptied and removed; the run's files
   are deleted.
-* **Python-level guard** (``guard=True``, an audit hook, :pep:`578`; :mod:`.sandbox_child`),
+* **Python-level guard** (``guard=True``, an audit hook, :pep:`578`; :mod:`.sandboxed_side`),
   the inner layer: refuses writes outside the working directory, creating processes,
   signalling, sockets, ``ctypes`` calls, raising limits and walking the garbage collector.
   Code written to escape can switch it off; it stays because it is cheap and turns common
@@ -86,7 +86,7 @@ _MEMORY_EXIT = 97  # the child's exit status after a MemoryError
 _SETUP_EXIT = 98  # the child could not set up the sandbox (limits, cgroup)
 _STATUSES = ("passed", "failed", "timeout", "memory", "error")
 _counter = itertools.count()
-_CHILD_FILES = ("literal.py", "sandbox_child.py")
+_CHILD_FILES = ("literal_codec.py", "sandboxed_side.py")
 
 
 class SandboxUnavailableError(OSError):
@@ -130,7 +130,7 @@ _HERE = Path(__file__).resolve().parent
 
 
 def _prelude() -> str:
-    """The child's source: :mod:`.literal` then :mod:`.sandbox_child`, then ``main()``."""
+    """The child's source: :mod:`.literal_codec` then :mod:`.sandboxed_side`, then ``main()``."""
     global _child_source
     if _child_source is None:
         parts = [(_HERE / name).read_text(encoding="utf-8") for name in _CHILD_FILES]
@@ -517,7 +517,7 @@ def start_program(
 
     Args:
         serve: ``{"entry_point", "request_fd", "response_fd"}``: after the program ran, answer
-            calls of the entry point over these descriptors (see :mod:`.sandbox_child`).
+            calls of the entry point over these descriptors (see :mod:`.sandboxed_side`).
         stdin: descriptor for the program's standard input (default ``/dev/null``).
         pass_fds: further descriptors the program inherits (same numbers).
     """

@@ -6,11 +6,11 @@ as a pass; a completion shares that interpreter with the tests and can fake the 
 (exit early, print a token it reads from the program's own text or frames, print from an
 exit hook after the tests failed, return an object whose ``__eq__`` is always true).
 
-:func:`check_program` splits the two. The sandbox (:mod:`.sandbox`) runs only prompt +
-completion and then serves calls of the entry point (:mod:`.sandbox_child`); a separate,
-trusted interpreter (:mod:`.trusted_check`) runs the problem's tests with a proxy in place of
+:func:`check_program` splits the two. The sandbox (:mod:`.runner`) runs only prompt +
+completion and then serves calls of the entry point (:mod:`.sandboxed_side`); a separate,
+trusted interpreter (:mod:`.trusted_side`) runs the problem's tests with a proxy in place of
 the entry point that sends arguments and receives results over pipes in the literal-only
-encoding of :mod:`.literal`. The verdict is the trusted process's; what the program prints,
+encoding of :mod:`.literal_codec`. The verdict is the trusted process's; what the program prints,
 when it exits or what it leaves running does not change it.
 
 Problems whose tests cannot work by value (they pass a function or an object as an
@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .sandbox import SandboxResult, run_program, site_package_dirs, start_program
+from .runner import SandboxResult, run_program, site_package_dirs, start_program
 
 __all__ = ["MESSAGE_LIMIT", "build_program", "check_program", "scrub", "weak_problems"]
 
@@ -116,7 +116,7 @@ def _trusted() -> str:
     global _trusted_source
     if _trusted_source is None:
         parts = [
-            (_HERE / n).read_text(encoding="utf-8") for n in ("literal.py", "trusted_check.py")
+            (_HERE / n).read_text(encoding="utf-8") for n in ("literal_codec.py", "trusted_side.py")
         ]
         _trusted_source = "\n".join(parts) + "\nmain()\n"
     return _trusted_source
@@ -212,7 +212,7 @@ def check_program(
         completion: the text the model wrote after the prompt.
         timeout: wall-clock seconds for the whole check.
         memory_mb: address-space limit of the sandboxed program (and of the checker).
-        isolation: the sandbox's ``isolation`` (see :func:`.sandbox.run_program`).
+        isolation: the sandbox's ``isolation`` (see :func:`.runner.run_program`).
 
     Returns:
         ``{"passed", "result", "verdict"}``: ``result`` is ``"passed"``, ``"timed out"``,

@@ -14,7 +14,7 @@ HumanEval problems with their tests and canonical solutions).
 ``--die-with-parent`` kills the sandbox when the evaluating process dies.
 
 The probes (:func:`probe_bwrap`, :func:`probe_unshare`, :func:`cgroup_parent`) run a trivial
-program once to find out what works on this machine; :mod:`.sandbox` caches the answers.
+program once to find out what works on this machine; :mod:`.runner` caches the answers.
 """
 
 from __future__ import annotations

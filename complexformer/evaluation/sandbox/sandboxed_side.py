@@ -1,6 +1,6 @@
-"""The sandboxed interpreter's side of :mod:`.sandbox`: limits, the Python guard, the program.
+"""The sandboxed interpreter's side of :mod:`.runner`: limits, the Python guard, the program.
 
-Shipped as source to a fresh ``python -I -S -B -c`` (after the source of :mod:`.literal`),
+Shipped as source to a fresh ``python -I -S -B -c`` (after the source of :mod:`.literal_codec`),
 so it is self-contained: standard library only, no ``from __future__``, nothing of
 ``complexformer`` imported. :func:`main` reads its settings from ``sys.argv[1]`` (JSON).
 
@@ -8,7 +8,7 @@ In ``serve`` mode (the trusted verdict of :mod:`.verdict`) the program (prompt +
 no tests) runs as ``__main__``; then the child answers calls of the entry point, reading
 ``(args, kwargs)`` frames from the request descriptor and writing ``("ok", result)``,
 ``("raise", exception type name)`` or ``("unencodable",)`` frames to the response
-descriptor, in the literal-only encoding of :mod:`.literal`. Nothing of the tests, and no
+descriptor, in the literal-only encoding of :mod:`.literal_codec`. Nothing of the tests, and no
 pass token, is ever in this process.
 """
 
@@ -260,7 +260,7 @@ def _report(e: BaseException) -> None:  # pragma: no cover - sandboxed
 
 def _reply(fd: int, message: tuple) -> None:  # pragma: no cover - sandboxed
     try:
-        payload = encode(message, convert=True)  # noqa: F821 - from literal.py, shipped first
+        payload = encode(message, convert=True)  # noqa: F821 - from literal_codec.py, shipped first
     except (NotLiteral, RecursionError, ValueError):  # noqa: F821
         payload = encode(("unencodable",))  # noqa: F821
     send(fd, payload)  # noqa: F821

