@@ -11,7 +11,9 @@
   (Tamburini, "Complexifying BERT using LoRA adapters", CLiC-it 2024); imported on demand
   (``from complexformer.cmplxbert import complexify``).
 - :mod:`complexformer.hf`: ``ComplexFormerConfig`` / ``ComplexFormerForCausalLM`` for
-  transformers (``AutoModelForCausalLM``, ``pipeline``, ``generate``) and the export of a run.
+  transformers (``AutoModelForCausalLM``, ``pipeline``, ``generate``), the export of a run, and
+  ``complexformer.hf.register_auto_classes()``, which registers them with the auto classes
+  (an explicit call: ``import complexformer`` does not import transformers).
 - :mod:`complexformer.retrofit`: CMHA for pre-trained Hugging Face RoPE models (``to_cmha``,
   exact at conversion; adaptation files; ``complexformer retrofit``); imported on demand.
 - :mod:`complexformer.compat.complextorch`: a drop-in with complextorch 2.1.1's arguments and
@@ -19,12 +21,7 @@
 """
 
 from . import attention, losses, models, nn
-from .hf.register import install_auto_registration
 
 __version__ = "0.1.0"
-
-# AutoConfig / AutoModelForCausalLM know "complexformer" once transformers' auto classes are
-# imported (deferred: importing transformers here would triple the import time).
-install_auto_registration()
 
 __all__ = ["__version__", "attention", "losses", "models", "nn"]

@@ -36,6 +36,7 @@ from .._atomic import atomic_write_text
 from .._config import ConfigBase
 from .._optional import require
 from ..data import load_corpus
+from ..hf import register_auto_classes
 from ..hf.export import is_export_dir, save_hf
 from .suite import Suite, data_spec, fmt_number, model_info, register_suite
 
@@ -152,6 +153,7 @@ def run_harness(
     lm_eval = require("lm_eval", "lmeval", "the lm-eval suite")
     from lm_eval.tasks import TaskManager
 
+    register_auto_classes()  # the harness's auto classes resolve model_type complexformer
     metadata = {"ppl_file": ppl_file} if ppl_file is not None else {}
     offline = dict.fromkeys(_OFFLINE_VARS, "1") if config.offline else {}
     with _environment(offline):

@@ -7,13 +7,13 @@
   ``trust_remote_code=True``;
 * :mod:`.export`: a run, checkpoint or model as a transformers model directory
   (``complexformer export``);
-* :mod:`.register`: the registration with ``AutoConfig`` / ``AutoModelForCausalLM`` that
-  ``import complexformer`` sets up, deferred until transformers' auto classes are imported.
+* :mod:`.register`: :func:`register_auto_classes`, the explicit registration of both classes
+  with ``AutoConfig`` / ``AutoModelForCausalLM``.
 
-Only :mod:`.register` is imported here; the other modules need ``transformers`` (the ``hf``
-extra). See ``docs/huggingface.md``.
+Only :mod:`.register` is imported here, and it imports transformers only when called; the
+other modules need ``transformers`` (the ``hf`` extra). See ``docs/huggingface.md``.
 """
 
-from .register import install_auto_registration, register_auto_classes
+from .register import register_auto_classes
 
-__all__ = ["install_auto_registration", "register_auto_classes"]
+__all__ = ["register_auto_classes"]

@@ -3,7 +3,7 @@
 Self-contained: this file imports only ``transformers``, so that an exported model directory
 can carry it beside the weights and load with ``trust_remote_code=True`` where complexformer
 is not installed (see ``docs/huggingface.md``). Inside the package it is the class that
-``import complexformer`` registers with ``AutoConfig``.
+``complexformer.hf.register_auto_classes()`` registers with ``AutoConfig``.
 
 The fields are those of ``complexformer.models.GPTConfig`` under the same names, except
 ``tie_embeddings``, which is transformers' ``tie_word_embeddings``; the usual transformers

@@ -4,6 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from complexformer.hf import register_auto_classes
+
+
+@pytest.fixture(scope="session", autouse=True)
+def auto_classes():
+    """The tests load exports with ``AutoModelForCausalLM.from_pretrained(DIR)`` (and
+    ``pipeline``) without ``trust_remote_code``: the explicit registration, once."""
+    try:
+        register_auto_classes()
+    except ImportError:  # without transformers the tests that need it skip themselves
+        pass
+
 
 @pytest.fixture(scope="session")
 def tokenizer():
