@@ -21,7 +21,6 @@ from .functional import (
 from .module import CausalSelfAttention
 from .registry import (
     SCHEMES,
-    PosScheme,
     describe_schemes,
     get_scheme,
     register_scheme,
@@ -45,7 +44,6 @@ __all__ = [
     "LayerKVCache",
     "LearnedPositions",
     "PolarScheme",
-    "PosScheme",
     "PositionalScheme",
     "RotaryScheme",
     "SinusoidalPositions",

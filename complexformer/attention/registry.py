@@ -36,7 +36,6 @@ from .schemes import (
 
 __all__ = [
     "SCHEMES",
-    "PosScheme",
     "describe_schemes",
     "get_scheme",
     "register_scheme",
@@ -44,9 +43,6 @@ __all__ = [
     "scheme_max_length",
     "unregister_scheme",
 ]
-
-#: The former name of the scheme base class.
-PosScheme = PositionalScheme
 
 SCHEMES: dict[str, PositionalScheme] = {}
 
