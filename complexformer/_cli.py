@@ -24,6 +24,7 @@ __all__ = [
     "DEPRECATED_OPTIONS",
     "VOCABULARY",
     "add_base",
+    "check_required",
     "add_deprecated",
     "add_device",
     "add_model",
@@ -108,6 +109,51 @@ VOCABULARY: dict[str, str] = {
     "--top-k": "keep the k most likely tokens (0: all)",
     "--num-samples": "samples per prompt",
     "--no-cache": "recompute instead of using the KV cache",
+    # reproduce
+    "--table": "the paper's tables to reproduce",
+    "--scale": "a reproduction scale: a model preset with its data, budget and evaluation",
+    "--evaluator": "the model that scores generated text (gen-PPL)",
+    "--code-problems": "code benchmarks of the fine-tuning tables",
+    "--math-problems": "math benchmarks of the fine-tuning tables",
+    "--only": "restrict training and evaluation to these runs",
+    "--train-only": "train, do not evaluate or tabulate",
+    # CmplxBERT
+    "--n": "how many items the command samples (sentences, components)",
+    "--models": "which models to fine-tune side by side",
+    "--text-field": "the text column of the data",
+    "--pair-field": "the second text's column of sentence-pair data",
+    "--label-field": "the label column of the data",
+    "--task-type": "sequence, pair or token classification",
+    "--max-train-examples": "train on a fixed random subset of N examples",
+    "--max-eval-examples": "validate and test on fixed random subsets of N examples",
+    "--real-lora-rank": "rank of the real LoRA baseline (default: match the trainable count)",
+    "--every": "MLM updates between the points of a study",
+    "--ft-epochs": "fine-tuning epochs of a study's points",
+    "--ft-lr": "fine-tuning learning rate of a study's points",
+    "--ft-base-lr-ratio": "fine-tuning learning-rate ratio of a study's points",
+    "--ft-batch-size": "fine-tuning batch of a study's points",
+    "--ft-seq-len": "fine-tuning tokens per example of a study's points",
+    # evaluation
+    "--suite": "the evaluation suites to run",
+    "--problems": "the problem set of the code or math suite: a benchmark name or a JSONL file",
+    "--max-problems": "use the first N problems",
+    "--num-prompts": "held-out prompts whose continuations are scored",
+    "--prompt-tokens": "prompt length in model tokens",
+    "--k": "the ks of pass@k",
+    "--timeout": "seconds a sandboxed program may run",
+    "--workers": "programs checked in parallel",
+    "--unsafe-python-guard-only": "run model-written code without operating-system isolation",
+    "--num-fewshot": "worked examples in the prompt",
+    "--multipliers": "context lengths as multiples of the training length",
+    "--max-tokens": "tokens scored at every context length",
+    "--protocol": "how longer contexts are scored: blocks or last_window",
+    "--num-blocks": "blocks of real data the head analysis measures",
+    "--layers": "layers whose attention maps are drawn",
+    "--tasks": "lm-evaluation-harness tasks",
+    "--max-documents": "documents the held-out perplexity task scores",
+    "--limit": "at most N documents per harness task",
+    "--max-blocks": "score at most N blocks of the split",
+    "--lm-eval-tasks-path": "print the folder of the shipped lm-evaluation-harness tasks",
 }
 
 #: Old spellings kept as hidden aliases for one release: old flag -> new flag.
@@ -116,7 +162,6 @@ DEPRECATED_OPTIONS: dict[str, str] = {
     "--init-from": "--base",
     "--max-len": "--seq-len",
     "--lora-r": "--rank",
-    "--scale": "--preset",
     "--dtype": "--set dtype=",
 }
 
@@ -221,18 +266,20 @@ def add_model(
 ) -> None:
     """``--model``: the artifact(s) to read; ``--ckpt`` stays as a hidden alias."""
     if many:
-        p.add_argument(
-            "--model",
-            nargs="+",
-            action="extend",
-            required=required,
-            metavar="PATH",
-            help=help,
-        )
+        p.add_argument("--model", nargs="+", action="extend", metavar="PATH", help=help)
         add_deprecated(p, "--ckpt", "model", nargs=1)
     else:
-        p.add_argument("--model", required=required, metavar="PATH", help=help)
+        p.add_argument("--model", metavar="PATH", help=help)
         add_deprecated(p, "--ckpt", "model")
+    if required:  # checked by check_required: the old spelling may have filled it
+        p.set_defaults(required_options=[*(p.get_default("required_options") or []), "model"])
+
+
+def check_required(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit with argparse's message when an option that has an old spelling is missing."""
+    for dest in getattr(args, "required_options", None) or []:
+        if getattr(args, dest, None) is None:
+            parser.error(f"the following arguments are required: --{dest.replace('_', '-')}")
 
 
 def add_base(p: argparse.ArgumentParser, help: str, **kwargs: Any) -> None:
@@ -252,9 +299,14 @@ def add_seeds(p: argparse.ArgumentParser, default: Sequence[int], help: str) -> 
     )
 
 
-def add_threads(p: argparse.ArgumentParser) -> None:
+def add_threads(p: argparse.ArgumentParser, dest: str = "threads") -> None:
+    """``--threads``; ``dest`` is the config field it fills (``num_threads``) where one does."""
     p.add_argument(
-        "--threads", type=int, default=None, help="CPU threads for torch (default: torch's)"
+        "--threads",
+        dest=dest,
+        type=int,
+        default=None,
+        help="CPU threads for torch (default: torch's)",
     )
 
 
@@ -284,10 +336,12 @@ def add_set(p: argparse.ArgumentParser, configs: Iterable[type]) -> None:
     names = ", ".join(c.__name__ for c in configs)
     p.add_argument(
         "--set",
-        action="append",
+        nargs="+",
+        action="extend",
         default=[],
         metavar="KEY=VALUE",
-        help=f"override any field of {names} (repeatable; VALUE read as JSON when it parses)",
+        help=f"override any field of {names} (VALUE read as JSON when it parses; "
+        "NAME.KEY=VALUE where two configs share KEY)",
     )
 
 
@@ -330,7 +384,7 @@ def build_configs(
     """
     names = {n: set(_field_names(c)) for n, c in configs.items()}
     out: dict[str, dict[str, Any]] = {n: dict((defaults or {}).get(n, {})) for n in configs}
-    skip = {"set", "func", "command", *exclude}
+    skip = {"set", "func", "command", "required_options", *exclude}
     given = {k: v for k, v in vars(args).items() if v is not None and k not in skip}
     for n, keys in names.items():
         out[n].update({k: v for k, v in given.items() if k in keys})

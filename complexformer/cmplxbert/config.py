@@ -27,7 +27,9 @@ __all__ = [
     "HEADS",
     "HEAD_OUTPUTS",
     "INITS",
-    "PAPER_TRAINING",
+    "RECIPES",
+    "TRAINING",
+    "recipe_configs",
     "STARTS",
     "TRAIN_HEADS",
     "WHITEN_CHOICES",
@@ -46,16 +48,66 @@ ACTIVATIONS = ("split", "gated")
 TRAIN_HEADS = ("adapters", "full", "none")
 WHITEN_CHOICES = ("scalar", "full")
 
-#: The training settings Tamburini 2024 states (sec. 4): continued MLM pre-training with "a
-#: learning rate of 1e-4, with a linear schedule with warmup, and a batch size of 512" (the
-#: warm-up length is not given; BERT's own recipe warmed up over 1% of its updates), and
-#: fine-tuning "for exactly 2 epochs, with a learning rate of 1e-4" (one rate for every
-#: parameter: ``base_lr_ratio`` 1). ``--preset paper`` of ``complexify`` and ``finetune``
-#: applies them.
-PAPER_TRAINING: dict[str, dict[str, Any]] = {
-    "mlm": {"lr": 1e-4, "schedule": "linear", "warmup_frac": 0.01, "batch_size": 512},
+#: The named recipes: the library's defaults, or every choice Tamburini 2024 states.
+RECIPES = ("library", "paper")
+
+#: Training settings of each recipe and stage. ``paper``: what Tamburini 2024 states
+#: (sec. 4): continued MLM pre-training with "a learning rate of 1e-4, with a linear schedule
+#: with warmup, and a batch size of 512" (the warm-up length is not given; BERT's own recipe
+#: warmed up over 1% of its updates), and fine-tuning "for exactly 2 epochs, with a learning
+#: rate of 1e-4" (one rate for every parameter: ``base_lr_ratio`` 1). ``library``: the
+#: defaults of the Python API and the command line alike (docs/cmplxbert.md has why).
+TRAINING: dict[str, dict[str, dict[str, Any]]] = {
+    "library": {
+        "mlm": {
+            "lr": 1e-4,
+            "schedule": "linear",
+            "warmup_frac": 0.1,
+            "min_lr_ratio": 0.0,
+            "batch_size": 32,
+            "max_steps": 1000,
+            "weight_decay": 0.01,
+            "eval_every": 200,
+            "eval_blocks": 100,
+            "log_every": 10,
+            "save_every": 200,
+            "seed": 0,
+            "device": "auto",
+        },
+        "finetune": {"lr": 1e-3, "epochs": 2, "base_lr_ratio": 0.3},
+    },
+}
+TRAINING["paper"] = {
+    "mlm": {
+        **TRAINING["library"]["mlm"],
+        "lr": 1e-4,
+        "schedule": "linear",
+        "warmup_frac": 0.01,
+        "batch_size": 512,
+    },
     "finetune": {"lr": 1e-4, "epochs": 2, "base_lr_ratio": 1.0},
 }
+
+
+def recipe_configs(recipe: str = "library") -> dict[str, Any]:
+    """The adapter and model configs and the training settings of ``recipe``.
+
+    Returns:
+        ``{"lora": ComplexLoRAConfig, "model": CmplxBertConfig, "mlm": {...}, "finetune":
+        {...}}`` (the last two: TrainConfig / FinetuneConfig fields).
+
+    Raises:
+        ValueError: an unknown recipe (the allowed ones are named).
+    """
+    if recipe not in RECIPES:
+        raise unknown_key_error(recipe, list(RECIPES), "recipe")
+    paper = recipe == "paper"
+    return {
+        "lora": ComplexLoRAConfig.paper() if paper else ComplexLoRAConfig(),
+        "model": CmplxBertConfig.paper() if paper else CmplxBertConfig(),
+        **TRAINING[recipe],
+    }
+
 
 #: Name suffixes of the BERT layers that get adapters by default: the three embeddings, the
 #: attention projections, the attention output, the two feed-forward linears, the pooler and

@@ -37,7 +37,7 @@ from .complexify import complexify
 from .config import CmplxBertConfig, ComplexLoRAConfig
 from .finetune_task import PROBE_EXAMPLES, FinetuneTask
 from .io import trainable_parameter_counts
-from .labelled import TASK_TYPES, ClassificationTask, load_classification_task
+from .labelled import BUILTIN_TASKS, TASK_TYPES, ClassificationTask, load_classification_task
 from .loading import (
     is_cmplxbert_dir,
     load_cmplxbert,
@@ -75,7 +75,8 @@ class FinetuneConfig(ConfigBase):
         task_type: ``"sequence"`` (a text and a label), ``"pair"`` (two texts and a label;
             the second text gets token type 1) or ``"token"`` (words and one tag per word;
             the first sub-word of each word is scored); see
-            :mod:`complexformer.cmplxbert.labelled`.
+            :mod:`complexformer.cmplxbert.labelled`. None: the built-in task's own type,
+            else ``"sequence"``.
         models: which of ``cmplxbert``, ``real``, ``real-lora`` to fine-tune.
         seeds: one run per seed and model (init of new heads, adapters, data order, dropout).
         epochs: passes over the training split.
@@ -96,26 +97,22 @@ class FinetuneConfig(ConfigBase):
             sentence-embedding bases trained that way), or ``"auto"``: ``"mean"`` when the
             base is a sentence-transformers model whose ``1_Pooling/config.json`` says mean
             pooling (the packaged MiniLM), else ``"cls"``.
-        rank: the complex LoRA rank when ``model`` is a plain BERT (complexified on the fly).
-        attention_score: ``"modulus"`` or ``"real"``, for a plain BERT complexified here.
-        head_output: ``"modulus"`` or ``"real"``, likewise (a CmplxBERT directory keeps the
-            choices it was pre-trained with).
-        whiten: ``"scalar"`` or ``"full"``, likewise.
-        heads: ``"bert"`` or ``"linear"``, likewise.
-        start: ``"keep"`` or ``"paper"``, likewise (see :class:`CmplxBertConfig`).
-        start_offset: C of the ``"keep"`` start, likewise.
-        activation: ``"split"`` or ``"gated"`` GELU, likewise.
+        lora: the complex adapters of a plain BERT complexified here (a CmplxBERT directory
+            keeps the adapters and choices it was pre-trained with).
+        model: the complex model's choices for a plain BERT, likewise
+            (:class:`CmplxBertConfig`; ``CmplxBertConfig.paper()`` for the paper's).
         real_lora_rank: rank of the real LoRA baseline; None matches the CmplxBERT's count
             of trainable parameters.
-        text_field: text column of CSV/JSONL/HF data (the words, for tokens).
-        label_field: label column (the tags, for tokens).
+        text_field: text column of CSV/JSONL/HF data (None: ``text``, or ``tokens`` for
+            token tasks).
+        label_field: label column (None: ``label``, or ``tags`` for token tasks).
         pair_field: the second text's column, for pairs.
         num_threads: torch CPU threads (None: torch's default).
         device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
     """
 
     task: str = "docstrings"
-    task_type: str = "sequence"
+    task_type: str | None = None
     models: tuple[str, ...] = DEFAULT_MODELS
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: int = 2
@@ -128,23 +125,28 @@ class FinetuneConfig(ConfigBase):
     max_train_examples: int | None = None
     max_eval_examples: int | None = None
     pooling: str = "auto"
-    rank: int = 8
-    attention_score: str = "modulus"
-    head_output: str = "modulus"
-    whiten: str = "scalar"
-    heads: str = "bert"
-    start: str = "keep"
-    start_offset: float = 8.0
-    activation: str = "gated"
+    lora: ComplexLoRAConfig = field(default_factory=ComplexLoRAConfig)
+    model: CmplxBertConfig = field(default_factory=CmplxBertConfig)
     real_lora_rank: int | None = None
-    text_field: str = "text"
-    label_field: str = "label"
+    text_field: str | None = None
+    label_field: str | None = None
     pair_field: str = "text_pair"
     num_threads: int | None = None
     device: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if isinstance(self.lora, dict):
+            self.lora = ComplexLoRAConfig.from_dict(self.lora)
+        if isinstance(self.model, dict):
+            self.model = CmplxBertConfig.from_dict(self.model)
+        if self.task_type is None:  # the built-in tasks know their type
+            self.task_type = BUILTIN_TASKS.get(self.task, "sequence")
+        token = self.task_type == "token"
+        if self.text_field is None:
+            self.text_field = "tokens" if token else "text"
+        if self.label_field is None:
+            self.label_field = "tags" if token else "label"
         self.models = tuple(self.models)
         self.seeds = tuple(int(s) for s in self.seeds)
         bad = [m for m in self.models if m not in MODEL_KINDS]
@@ -154,7 +156,7 @@ class FinetuneConfig(ConfigBase):
             )
         if not self.seeds:
             raise ValueError("give at least one seed")
-        for name in ("epochs", "batch_size", "rank"):
+        for name in ("epochs", "batch_size"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_len < 4:
@@ -189,9 +191,10 @@ def build_classifier(
     (``BertForTokenClassification`` for ``cfg.task_type == "token"``, else
     ``BertForSequenceClassification``).
 
-    - ``cmplxbert``: ``model_path`` is a CmplxBERT directory (``complexformer complexify``;
-      its adapters and norms are kept, the MLM head dropped) or a plain BERT, complexified
-      here with rank ``cfg.rank``. The new classifier's real weights train with the adapters.
+    - ``cmplxbert``: ``model_path`` is a CmplxBERT directory (``complexformer
+      cbert-complexify``; its adapters and norms are kept, the MLM head dropped) or a plain
+      BERT, complexified here with ``cfg.lora`` and ``cfg.model``. The new classifier's real
+      weights train with the adapters.
     - ``real``: the real BERT, every parameter trained.
     - ``real-lora``: the real BERT frozen, real LoRA of rank ``real_lora_rank`` on the
       encoder's linears; LayerNorms and the new classifier train (as in the complex model).
@@ -203,25 +206,14 @@ def build_classifier(
                 f"model kind 'cmplxbert-paper' complexifies a plain BERT with the paper's "
                 f"start; {model_path} is a CmplxBERT directory (its start is already made)"
             )
-        return build_classifier("cmplxbert", model_path, num_labels, cfg.replace(start="paper"))
+        paper_start = cfg.replace(model=cfg.model.replace(start="paper"))
+        return build_classifier("cmplxbert", model_path, num_labels, paper_start)
     if kind == "cmplxbert":
         if is_cmplxbert_dir(model_path):
             model = load_cmplxbert(model_path, hf_task, num_labels)[0]
         else:
             hf, _ = load_hf_bert(model_path, hf_task, num_labels)
-            model = complexify(
-                hf,
-                ComplexLoRAConfig(r=cfg.rank),
-                CmplxBertConfig(
-                    attention_score=cfg.attention_score,
-                    head_output=cfg.head_output,
-                    whiten=cfg.whiten,
-                    heads=cfg.heads,
-                    start=cfg.start,
-                    start_offset=cfg.start_offset,
-                    activation=cfg.activation,
-                ),
-            )
+            model = complexify(hf, cfg.lora, cfg.model)
         model.classifier.base_layer.requires_grad_(True)  # new weights: they must learn
         return model
     hf, _ = load_hf_bert(_base_of(model_path), hf_task, num_labels)

@@ -16,7 +16,8 @@ Typical use::
 
     from complexformer.reproduce import ReproduceConfig, reproduce
 
-    out = reproduce(ReproduceConfig(out="runs/repro", tables=("1", "4"), scale="tiny", seeds=3))
+    config = ReproduceConfig(out="runs/repro", tables=("1", "4"), scale="tiny", seeds=(0, 1, 2))
+    out = reproduce(config)
     print(out["tables"]["1"]["payload"]["markdown"])
 """
 

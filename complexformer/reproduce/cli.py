@@ -10,16 +10,18 @@ from __future__ import annotations
 import argparse
 import shlex
 
+from .._cli import add_seeds, add_threads
+
 __all__ = ["add_reproduce_parser", "cmd_reproduce"]
 
 _EPILOG = """\
 examples:
-  complexformer reproduce --table 1 --table 4 --scale tiny --seeds 3 --out runs/repro-tiny
+  complexformer reproduce --table 1 4 --scale tiny --seeds 0 1 2 --out runs/repro-tiny
   complexformer reproduce --table 1 --scale tiny --dry-run          # the plan, no training
-  complexformer reproduce --table 2 --table 3 --scale tiny --out runs/repro-tiny  # fine-tune
+  complexformer reproduce --table 2 3 --scale tiny --out runs/repro-tiny  # fine-tune
   complexformer reproduce --table 1 --scale paper --dry-run   # 45 epochs: steps, GPU-hours
   complexformer reproduce --table extrapolation --scale tiny --out runs/repro-tiny  # reuses
-  complexformer reproduce --table 1 --table 4 --scale paper --out runs/repro-paper \\
+  complexformer reproduce --table 1 4 --scale paper --out runs/repro-paper \\
       --device cuda --bf16
   torchrun --nproc_per_node 8 -m complexformer.cli reproduce --table 1 --scale paper \\
       --out runs/repro-paper --only cmha/seed0          # train one run on 8 GPUs
@@ -39,16 +41,16 @@ evaluated; run the command again in one process for the tables. See docs/reprodu
 def _command(args: argparse.Namespace, out: str) -> str:
     """The command line that reproduces these tables (printed above them)."""
     parts = ["complexformer", "reproduce"]
-    for t in args.table or ["1"]:
-        parts += ["--table", t]
-    parts += ["--scale", args.scale, "--seeds", str(args.seeds), "--out", out]
+    parts += ["--table", *(args.table or ["1"])]
+    parts += ["--scale", args.scale, "--seeds", *map(str, args.seeds), "--out", out]
     for flag in ("data", "evaluator", "threads", "max_steps"):
         value = getattr(args, flag)
         if value is not None:
             parts += [f"--{flag.replace('_', '-')}", str(value)]
     for flag in ("code_problems", "math_problems"):
-        for value in getattr(args, flag, None) or []:
-            parts += [f"--{flag.replace('_', '-')}", str(value)]
+        values = getattr(args, flag, None) or []
+        if values:
+            parts += [f"--{flag.replace('_', '-')}", *map(str, values)]
     if args.device != "auto":
         parts += ["--device", args.device]
     if args.bf16:
@@ -68,7 +70,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         out=out,
         tables=tuple(args.table or ["1"]),
         scale=scale,
-        seeds=args.seeds,
+        seeds=tuple(args.seeds),
         data=args.data,
         evaluator=args.evaluator,
         threads=args.threads,
@@ -102,26 +104,28 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--table",
-        action="append",
+        nargs="+",
+        action="extend",
         choices=("1", "2", "3", "4", "extrapolation"),
-        help="table to reproduce (repeatable; default 1)",
+        help="tables to reproduce (default 1)",
     )
     r.add_argument(
         "--scale",
         default="tiny",
         choices=("tiny", "small", "paper"),
-        help="tiny (CPU, ~40 min for tables 1+4 x 3 seeds on 2 cores), small "
-        "(CPU hours / GPU minutes), paper (the paper's Appendix A: 45 epochs of WikiText-103; "
-        "GPU). Default tiny",
+        help="a scale is a model preset with its data, budget and evaluation: tiny (the micro "
+        "preset; CPU, ~40 min for tables 1+4 x 3 seeds on 2 cores), small (the small preset; "
+        "CPU hours / GPU minutes), paper (the paper preset, the paper's Appendix A: 45 epochs "
+        "of WikiText-103; GPU). Default tiny",
     )
-    r.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per variant (default 3)")
+    add_seeds(r, (0, 1, 2), "seeds to run, one run per variant and seed")
     r.add_argument(
         "--data",
         default=None,
         help="corpus spec (default: the scale's: stdlib, or WikiText-103 for paper)",
     )
     r.add_argument("--out", default=None, help="output directory (default runs/reproduce-SCALE)")
-    r.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
+    add_threads(r)
     r.add_argument(
         "--evaluator",
         default=None,
@@ -144,26 +148,29 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--code-problems",
-        action="append",
+        nargs="+",
+        action="extend",
         default=[],
         metavar="SOURCE",
-        help="code benchmark of Tables 2 and 4 instead of the scale's (repeatable): "
+        help="code benchmarks of Tables 2 and 4 instead of the scale's: "
         "humaneval, mbpp (online) or a HumanEval-format JSONL file",
     )
     r.add_argument(
         "--math-problems",
-        action="append",
+        nargs="+",
+        action="extend",
         default=[],
         metavar="SOURCE",
-        help="math benchmark of Tables 3 and 4 instead of the scale's (repeatable): gsm8k, "
+        help="math benchmarks of Tables 3 and 4 instead of the scale's: gsm8k, "
         "math (online), synthetic or a JSONL file of question/answer records",
     )
     r.add_argument(
         "--only",
-        action="append",
+        nargs="+",
+        action="extend",
         default=[],
         metavar="VARIANT[/seedK]",
-        help="train and evaluate only these runs (repeatable); the tables still "
+        help="train and evaluate only these runs; the tables still "
         "include the saved results of the others",
     )
     r.add_argument(

@@ -57,7 +57,7 @@ class ReproduceConfig(ConfigBase):
         out: the output directory (``OUT/runs/<variant>/seed<k>``, ``OUT/table*.md``).
         tables: table ids: ``"1"``, ``"2"``, ``"3"``, ``"4"``, ``"extrapolation"``.
         scale: a :class:`Scale` or the name of one (``tiny``, ``small``, ``paper``).
-        seeds: number of seeds; the seeds are 0 .. seeds − 1.
+        seeds: the seeds to run, one run per variant and seed (as ``--seeds 0 1 2``).
         data: corpus spec (None: the scale's).
         evaluator: gen-PPL evaluator spec (None: the scale's; ``"none"`` skips gen-PPL).
         threads: torch CPU threads for training and evaluation (None: torch's default).
@@ -78,7 +78,7 @@ class ReproduceConfig(ConfigBase):
     out: str
     tables: tuple[str, ...] = ("1",)
     scale: Scale | str = "tiny"
-    seeds: int = 3
+    seeds: tuple[int, ...] = (0, 1, 2)
     data: str | None = None
     evaluator: str | None = None
     threads: int | None = None
@@ -108,8 +108,14 @@ class ReproduceConfig(ConfigBase):
                     f"table {bad[0]} needs fine-tuning, which scale {self.scale.name!r} does "
                     "not define (Scale.finetune is None)"
                 )
-        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
-            raise ValueError(f"seeds must be an integer >= 1, got {self.seeds!r}")
+        if isinstance(self.seeds, int):
+            raise ValueError(
+                f"seeds is the list of seeds to run, e.g. seeds=(0, 1, 2); got the number "
+                f"{self.seeds!r}"
+            )
+        self.seeds = tuple(dict.fromkeys(int(s) for s in self.seeds))
+        if not self.seeds or min(self.seeds) < 0:
+            raise ValueError(f"seeds must be one or more integers >= 0, got {self.seeds!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         names = set(self.variants)
@@ -120,8 +126,11 @@ class ReproduceConfig(ConfigBase):
                     f"--only {item!r}: {v!r} is not a variant of tables "
                     f"{', '.join(self.tables)} ({', '.join(self.variants)})"
                 )
-            if s and not (s.startswith("seed") and s[4:].isdigit() and int(s[4:]) < self.seeds):
-                raise ValueError(f"--only {item!r}: expected VARIANT/seedK with K < {self.seeds}")
+            if s and not (s.startswith("seed") and s[4:].isdigit() and int(s[4:]) in self.seeds):
+                raise ValueError(
+                    f"--only {item!r}: expected VARIANT/seedK with K one of the seeds "
+                    f"{' '.join(map(str, self.seeds))}"
+                )
 
     @property
     def variants(self) -> list[str]:
@@ -216,7 +225,7 @@ def plan_runs(config: ReproduceConfig) -> list[PlannedRun]:
     assert isinstance(scale, Scale)
     runs = []
     for v in config.variants:
-        for seed in range(config.seeds):
+        for seed in config.seeds:
             d = run_dir(config.out, v, seed)
             tc = scale.train_config(
                 d, seed, data=config.data_spec, device=config.device, num_threads=config.threads
@@ -247,7 +256,7 @@ def plan_finetunes(config: ReproduceConfig) -> list[PlannedRun]:
         else:
             data, text_field = math_corpus_spec(config.out), "text"
         for v in config.task_variants(task):
-            for seed in range(config.seeds):
+            for seed in config.seeds:
                 d = finetune_dir(config.out, task, v, seed)
                 tc = scale.train_config(
                     d, seed, data=data, device=config.device, num_threads=config.threads

@@ -30,7 +30,7 @@ from typing import Any
 from ..attention.registry import get_scheme
 from ..evaluation.extrapolation import ExtrapolationConfig
 from ..evaluation.text import TextSuiteConfig
-from ..models.config import GPTConfig, unknown_key_error
+from ..models.config import GPTConfig, preset_fields, unknown_key_error
 from ..training.config import TrainConfig
 from .budget import WIKITEXT103_GPT2_TRAIN_TOKENS
 from .finetune import FINETUNE_LR, SYNTHETIC, FineTuneSpec
@@ -225,6 +225,14 @@ def run_dir(out: str | os.PathLike, variant: str, seed: int) -> Path:
 
 
 # ---------------------------------------------------------------------- scales
+def _shape(preset: str, **differences: Any) -> dict[str, Any]:
+    """A scale's model: the GPTConfig fields of a preset (models.config.PRESETS) with
+    differences, without the vocabulary (the scale's tokenizer sets it); a difference of
+    None drops the field (the variant sets it)."""
+    fields = preset_fields(preset, **differences)
+    return {k: v for k, v in fields.items() if k != "vocab_size" and v is not None}
+
+
 _TRAIN_FIXED_OUT = {"out_dir", "data", "seed", "device", "num_threads"}
 
 
@@ -408,24 +416,8 @@ SCALES: dict[str, Scale] = {
         data="stdlib",
         tokenizer=None,
         vocab_size=2048,
-        model=dict(
-            n_layer=2,
-            n_head=4,
-            d_model=128,
-            d_ff=256,
-            max_seq_len=128,
-            dropout=0.0,
-            tie_embeddings=False,
-        ),
-        gpt2_model=dict(
-            n_layer=2,
-            n_head=4,
-            d_model=128,
-            d_ff=512,
-            max_seq_len=128,
-            dropout=0.0,
-            tie_embeddings=True,
-        ),
+        model=_shape("micro"),
+        gpt2_model=_shape("micro", d_ff=512, tie_embeddings=True),
         train=dict(
             max_steps=250,
             batch_size=16,
@@ -476,24 +468,8 @@ SCALES: dict[str, Scale] = {
         data="stdlib",
         tokenizer=None,
         vocab_size=8192,
-        model=dict(
-            n_layer=4,
-            n_head=4,
-            d_model=128,
-            d_ff=256,
-            max_seq_len=256,
-            dropout=0.0,
-            tie_embeddings=False,
-        ),
-        gpt2_model=dict(
-            n_layer=4,
-            n_head=4,
-            d_model=128,
-            d_ff=512,
-            max_seq_len=256,
-            dropout=0.0,
-            tie_embeddings=True,
-        ),
+        model=_shape("small"),
+        gpt2_model=_shape("small", d_ff=512, tie_embeddings=True),
         train=dict(
             max_steps=2000,
             batch_size=32,
@@ -550,26 +526,9 @@ SCALES: dict[str, Scale] = {
         data="hf:Salesforce/wikitext:wikitext-103-raw-v1",
         tokenizer="gpt2",
         vocab_size=50257,
-        model=dict(
-            n_layer=8,
-            n_head=8,
-            d_model=512,
-            d_ff=1024,
-            max_seq_len=512,
-            dropout=0.1,
-            tie_embeddings=False,
-            omega_schedule="paper",
-        ),
+        model=_shape("paper"),
         # GPT-2 (Base) = GPT-2 small (Radford et al. 2019) at the paper's context of 512.
-        gpt2_model=dict(
-            n_layer=12,
-            n_head=12,
-            d_model=768,
-            d_ff=3072,
-            max_seq_len=512,
-            dropout=0.1,
-            tie_embeddings=True,
-        ),
+        gpt2_model=_shape("gpt2", max_seq_len=512, pos_scheme=None, omega_schedule=None),
         train=dict(
             max_steps=50_000,
             batch_size=8,

@@ -7,11 +7,32 @@ from dataclasses import dataclass
 from .._config import ConfigBase
 from .convert import GQA_MODES, RETROFIT_SCHEMES
 
-__all__ = ["DTYPES", "TRAIN_MODES", "RetrofitConfig"]
+__all__ = ["DTYPES", "TRAINING", "TRAIN_MODES", "RetrofitConfig"]
 
 #: What a retrofit run trains. ``norms`` is the control that cannot change the rotation.
 TRAIN_MODES = ("adaptation", "adaptation+norms", "norms", "lora")
 DTYPES = ("float32", "bfloat16")
+
+#: The training settings of a retrofit (TrainConfig fields), the defaults of the command line
+#: and of ``retrofit_train_config``: few updates at a high rate (only δ and b train), no
+#: weight decay, one checkpoint kept.
+TRAINING: dict[str, object] = {
+    "data": "stdlib",
+    "max_steps": 100,
+    "batch_size": 1,
+    "grad_accum": 1,
+    "lr": 1e-2,
+    "weight_decay": 0.0,
+    "warmup_frac": 0.05,
+    "min_lr_ratio": 0.1,
+    "eval_every": 50,
+    "eval_blocks": 16,
+    "save_every": 50,
+    "log_every": 10,
+    "keep_last": 1,
+    "seed": 0,
+    "device": "auto",
+}
 
 
 @dataclass

@@ -9,7 +9,7 @@ import torch
 from torch.testing import assert_close
 
 from complexformer.cmplxbert import CmplxBertConfig, ComplexLoRAConfig
-from complexformer.cmplxbert.config import PAPER_TRAINING
+from complexformer.cmplxbert.config import TRAINING
 from complexformer.nn import functional as CF
 from tests.cmplxbert.lora_testlib import batch, tiny_model
 
@@ -40,8 +40,10 @@ def test_paper_configs_state_the_papers_choices():
     assert (a.r, a.scaling, a.complex_bias, a.init) == (16, 1.0, True, "zero_b")
     assert CmplxBertConfig.paper().start == "paper"
     assert CmplxBertConfig.paper().activation == "split" and CmplxBertConfig().activation == "gated"
-    assert PAPER_TRAINING["mlm"]["batch_size"] == 512 and PAPER_TRAINING["mlm"]["lr"] == 1e-4
-    assert PAPER_TRAINING["finetune"] == {"lr": 1e-4, "epochs": 2, "base_lr_ratio": 1.0}
+    paper = TRAINING["paper"]
+    assert paper["mlm"]["batch_size"] == 512 and paper["mlm"]["lr"] == 1e-4
+    assert paper["mlm"]["schedule"] == "linear" and paper["mlm"]["warmup_frac"] == 0.01
+    assert paper["finetune"] == {"lr": 1e-4, "epochs": 2, "base_lr_ratio": 1.0}
     with pytest.raises(ValueError, match="heads.*'bert', 'linear'"):
         CmplxBertConfig(heads="pooler")
 

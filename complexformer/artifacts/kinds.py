@@ -1,0 +1,53 @@
+"""Which kind of artifact a folder is, by its marker files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .._manifest import MANIFEST
+from ..cmplxbert.loading import CMPLXBERT_FILE, is_cmplxbert_dir
+from ..hf.export import is_export_dir
+from ..models.lm import CONFIG_NAME, WEIGHTS_NAME
+from ..retrofit.io import ADAPTATION_CONFIG, find_adaptation_dir
+from ..training.checkpoint import CHECKPOINTS_DIR
+
+__all__ = ["KINDS", "detect_kind"]
+
+#: Every kind, with what marks it.
+KINDS: dict[str, str] = {
+    "lm-run": "a training run: checkpoints/ or model/ with train_config.json",
+    "lm-checkpoint": "checkpoints/step_* with manifest.json",
+    "lm-model": "a final model: config.json + model.safetensors",
+    "export": "a transformers export: manifest.json of kind hf-model",
+    "retrofit": f"a retrofit run or adaptation: {ADAPTATION_CONFIG} (in it or in its model/)",
+    "cmplxbert": f"a CmplxBERT directory: {CMPLXBERT_FILE} (in it or in its model/)",
+}
+
+
+def detect_kind(path: str | os.PathLike) -> str:
+    """The kind of the artifact at ``path`` (a key of :data:`KINDS`).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist, is not a folder, or carries no marker
+            (every kind and its marker are listed).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p} does not exist")
+    if not p.is_dir():
+        raise FileNotFoundError(f"{p} is a file; an artifact is a folder")
+    if is_export_dir(p):
+        return "export"
+    if find_adaptation_dir(p) is not None:
+        return "retrofit"
+    if is_cmplxbert_dir(p) or is_cmplxbert_dir(p / "model"):
+        return "cmplxbert"
+    if (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file():
+        return "lm-model"
+    if p.parent.name == CHECKPOINTS_DIR and (p / MANIFEST).is_file():
+        return "lm-checkpoint"
+    if (p / CHECKPOINTS_DIR).is_dir() or (p / "model" / CONFIG_NAME).is_file():
+        return "lm-run"
+    kinds = "; ".join(f"{k}: {v}" for k, v in KINDS.items())
+    raise FileNotFoundError(f"{p} is no artifact this package reads ({kinds})")

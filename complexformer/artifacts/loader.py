@@ -1,0 +1,40 @@
+"""``load_artifact``: read any artifact folder the package writes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..cmplxbert.loading import is_cmplxbert_dir, load_cmplxbert
+from ..lm import load_run
+from ..retrofit.io import load_adaptation
+from .artifact import Artifact
+from .kinds import detect_kind
+
+__all__ = ["load_artifact"]
+
+
+def load_artifact(path: str | os.PathLike, *, device: str = "cpu") -> Artifact:
+    """Load the artifact at ``path``, whatever its kind (see :data:`~.kinds.KINDS`).
+
+    Args:
+        path: a ComplexFormer run, checkpoint or final model, a transformers export, a
+            retrofit run or adaptation, or a CmplxBERT directory (or the run that holds it).
+        device: where to put a ComplexFormer model (a retrofit or CmplxBERT loads on CPU).
+
+    Returns:
+        An :class:`Artifact` ready for generate, evaluate, info or export (each refuses a kind
+        it cannot serve by name).
+
+    Raises:
+        FileNotFoundError: no such folder, or no marker of any kind in it.
+        ValueError: a damaged artifact (the file is named).
+    """
+    p = Path(path)
+    kind = detect_kind(p)
+    if kind == "retrofit":
+        return Artifact(kind, p, retrofit=load_adaptation(p))
+    if kind == "cmplxbert":
+        d = p if is_cmplxbert_dir(p) else p / "model"
+        return Artifact(kind, p, cmplxbert=load_cmplxbert(d))
+    return Artifact(kind, p, run=load_run(p, device=device))

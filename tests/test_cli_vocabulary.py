@@ -1,0 +1,110 @@
+"""One command-line vocabulary: every subcommand's flags come from ``_cli.VOCABULARY`` (one
+meaning per flag), old spellings are hidden aliases that warn, lists are space-separated and
+``--seeds`` is always a list."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from complexformer._cli import DEPRECATED_COMMANDS, DEPRECATED_OPTIONS, VOCABULARY
+from complexformer.cli import build_parser, main
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("no subcommands")
+
+
+SUBS = _subparsers()
+
+
+def _options(p: argparse.ArgumentParser):
+    for a in p._actions:
+        if a.option_strings and a.dest != "help":
+            yield a
+
+
+@pytest.mark.parametrize("command", sorted(SUBS))
+def test_every_flag_is_in_the_vocabulary(command):
+    for action in _options(SUBS[command]):
+        for flag in action.option_strings:
+            if action.help == argparse.SUPPRESS:
+                assert flag in DEPRECATED_OPTIONS, f"{command}: hidden {flag} is no old spelling"
+            else:
+                assert flag in VOCABULARY, f"{command}: {flag} is outside the vocabulary"
+
+
+@pytest.mark.parametrize("command", sorted(SUBS))
+def test_one_name_per_setting(command):
+    visible: dict[str, list[str]] = {}
+    for action in _options(SUBS[command]):
+        assert len(action.option_strings) == 1, f"{command}: {action.option_strings}"
+        if action.help != argparse.SUPPRESS:
+            visible.setdefault(action.dest, []).extend(action.option_strings)
+    twice = {dest: flags for dest, flags in visible.items() if len(flags) > 1}
+    assert not twice, f"{command}: two flags for one setting: {twice}"
+
+
+def test_vocabulary_has_one_flag_per_meaning():
+    meanings: dict[str, str] = {}
+    for flag, meaning in VOCABULARY.items():
+        assert meaning not in meanings, f"{flag} and {meanings[meaning]} mean the same"
+        meanings[meaning] = flag
+    for old, new in DEPRECATED_OPTIONS.items():
+        assert old not in VOCABULARY and new.split()[0] in VOCABULARY, (old, new)
+
+
+@pytest.mark.parametrize("command", sorted(SUBS))
+def test_lists_are_space_separated_and_seeds_a_list(command):
+    for action in _options(SUBS[command]):
+        if action.help == argparse.SUPPRESS:
+            continue
+        repeated = isinstance(action, argparse._AppendAction)
+        spaced = isinstance(action, argparse._ExtendAction) and action.nargs == "+"
+        assert spaced or not repeated, (
+            f"{command}: {action.option_strings} is a repeated flag; lists take spaces"
+        )
+        if action.option_strings == ["--seeds"]:
+            assert action.nargs == "+", f"{command}: --seeds must be a list"
+
+
+def test_old_commands_are_renamed(capsys):
+    for old, new in DEPRECATED_COMMANDS.items():
+        assert new in SUBS and old not in SUBS
+    with pytest.raises(SystemExit):
+        main(["finetune", "--help"])
+    out = capsys.readouterr()
+    assert "'finetune' is deprecated" in out.err and "cbert-finetune" in out.out
+
+
+def test_old_flag_warns_and_lands_on_the_new_one(capsys):
+    args = build_parser().parse_args(["generate", "--ckpt", "runs/x"])
+    assert args.model == "runs/x"
+    assert "--ckpt is deprecated" in capsys.readouterr().err
+    args = build_parser().parse_args(["evaluate", "--ckpt", "a", "--ckpt", "b"])
+    assert args.model == ["a", "b"]
+
+
+def test_seeds_are_a_list_everywhere():
+    p = build_parser()
+    assert p.parse_args(["reproduce", "--seeds", "3"]).seeds == [3]
+    assert p.parse_args(["reproduce", "--seeds", "0", "1", "2"]).seeds == [0, 1, 2]
+    assert p.parse_args(["cbert-finetune", "--base", "x", "--seeds", "3"]).seeds == [3]
+
+
+def test_a_comma_in_a_list_is_refused_with_the_spelling(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["reproduce", "--seeds", "0,1"])
+    assert "write 0 1" in capsys.readouterr().err
+
+
+def test_unknown_option_names_the_subcommand(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["info", "--model", "x", "--bogus"])
+    assert e.value.code == 2
+    assert "complexformer info: error: unrecognized arguments: --bogus" in capsys.readouterr().err
