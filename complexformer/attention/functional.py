@@ -31,7 +31,7 @@ from torch import Tensor
 
 from .alibi import alibi_bias, alibi_slopes
 from .polar import polar_components, polar_from_components, polar_rotate
-from .rotary import LAYOUTS, _check_layout, apply_rope, rope_frequencies
+from .rotary import LAYOUTS, apply_rope, check_layout, rope_frequencies
 
 __all__ = [
     "LAYOUTS",
@@ -167,7 +167,7 @@ def cmha_reference(
 ) -> Tensor:
     """Literal eq. 1-9 with the (B, H, Tq, Tk, J) tensor; for tests only (see :func:`cmha`)."""
     _check_cmha_inputs(q, k, v, delta, bias)
-    _check_layout(layout)
+    check_layout(layout)
     if layout == "halves":  # (q[j], q[j+J]) -> interleaved pairs
         q, k = (t.unflatten(-1, (2, t.shape[-1] // 2)).transpose(-1, -2) for t in (q, k))
         q, k = q.flatten(-2), k.flatten(-2)  # (B, H, T, J, 2) -> (B, H, T, D)

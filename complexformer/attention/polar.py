@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .rotary import _as_positions, _check_layout, _join_pairs, _phase_dtype, _split_pairs
+from .rotary import as_positions, check_layout, join_pairs, phase_dtype, split_pairs
 
 __all__ = ["polar_angles", "polar_components", "polar_from_components", "polar_rotate"]
 
@@ -32,9 +32,9 @@ def polar_angles(x: Tensor, layout: str = "interleaved") -> tuple[Tensor, Tensor
     """
     if x.shape[-1] % 2:
         raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
-    _check_layout(layout)
-    pdt = _phase_dtype(x)
-    re, im = _split_pairs(x, pdt, layout)  # (..., T, J) each
+    check_layout(layout)
+    pdt = phase_dtype(x)
+    re, im = split_pairs(x, pdt, layout)  # (..., T, J) each
     r2 = re * re + im * im
     nz = r2 > 0
     # Zero pairs get modulus 0 and phase 0 with zero gradients instead of 0/0.
@@ -79,7 +79,7 @@ def polar_components(
         theta = theta * delta
     if bias is not None:
         theta = theta + bias.to(pdt).unsqueeze(-2)
-    pos = _as_positions(positions, x.shape[-2], x.device, pdt)
+    pos = as_positions(positions, x.shape[-2], x.device, pdt)
     phase = theta + pos.unsqueeze(-1) * omega.to(device=x.device, dtype=pdt)  # (..., T, J)
     return lam, phase
 
@@ -118,26 +118,26 @@ class _PolarRotate(torch.autograd.Function):
     def forward(ctx, x, delta, bias, pos, omega, layout):
         ctx.save_for_backward(x, delta, bias, pos, omega)
         ctx.layout = layout
-        pdt = _phase_dtype(x)
+        pdt = phase_dtype(x)
         d = delta.to(pdt).unsqueeze(-2) if delta is not None else None  # (..., 1, J)
         b = bias.to(pdt).unsqueeze(-2) if bias is not None else None
         out = torch.empty_like(x)
         for t0, t1 in _t_chunks(x):
-            re, im = _split_pairs(x[..., t0:t1, :], pdt, layout)  # (..., t, J) each
+            re, im = split_pairs(x[..., t0:t1, :], pdt, layout)  # (..., t, J) each
             lam = torch.hypot(re, im)  # eq. 1
             theta = torch.atan2(im, re)  # eq. 2; atan2(0, 0) = 0
             del re, im
             pw = pos[..., t0:t1, None] * omega.to(pdt)  # (..., t, J)
             phase = _rotated_phase(theta, d, b, pw)
             rot_re, rot_im = torch.cos(phase).mul_(lam), phase.sin_().mul_(lam)
-            out[..., t0:t1, :] = _join_pairs(rot_re, rot_im, layout)  # (..., t, D)
+            out[..., t0:t1, :] = join_pairs(rot_re, rot_im, layout)  # (..., t, D)
         return out
 
     @staticmethod
     def backward(ctx, grad):
         x, delta, bias, pos, omega = ctx.saved_tensors
         layout = ctx.layout
-        pdt = _phase_dtype(x)
+        pdt = phase_dtype(x)
         d = delta.to(pdt).unsqueeze(-2) if delta is not None else None
         b = bias.to(pdt).unsqueeze(-2) if bias is not None else None
         want_d = d is not None and ctx.needs_input_grad[1]
@@ -146,7 +146,7 @@ class _PolarRotate(torch.autograd.Function):
         g_delta = torch.zeros_like(d) if want_d else None
         g_bias = torch.zeros_like(b) if want_b else None
         for t0, t1 in _t_chunks(x):
-            re, im = _split_pairs(x[..., t0:t1, :], pdt, layout)
+            re, im = split_pairs(x[..., t0:t1, :], pdt, layout)
             lam = torch.hypot(re, im)
             theta = torch.atan2(im, re)
             del re, im
@@ -154,7 +154,7 @@ class _PolarRotate(torch.autograd.Function):
             pw = pos[..., t0:t1, None] * omega.to(pdt)
             phase = _rotated_phase(theta.clone() if want_d else theta, d, b, pw)
             cos_a, sin_a = torch.cos(phase), phase.sin_()
-            g_c, g_s = _split_pairs(grad[..., t0:t1, :], pdt, layout)
+            g_c, g_s = split_pairs(grad[..., t0:t1, :], pdt, layout)
             g_l = torch.mul(g_c, cos_a).addcmul_(g_s, sin_a)
             big_g = torch.mul(g_s, cos_a).addcmul_(g_c, sin_a, value=-1.0)
             del cos_a, sin_a, g_c
@@ -167,7 +167,7 @@ class _PolarRotate(torch.autograd.Function):
             dg = big_g.mul_(d) if d is not None else big_g
             g_re = torch.mul(g_l, u).addcmul_(dg, v, value=-1.0)
             g_im = g_l.mul_(v).addcmul_(dg, u)
-            gx[..., t0:t1, :] = _join_pairs(g_re, g_im, layout)  # (..., t, D)
+            gx[..., t0:t1, :] = join_pairs(g_re, g_im, layout)  # (..., t, D)
         if want_d:
             g_delta = g_delta.reshape(delta.shape).to(delta.dtype)
         if want_b:
@@ -201,14 +201,14 @@ def polar_rotate(
     """
     if x.shape[-1] % 2:
         raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
-    _check_layout(layout)
+    check_layout(layout)
     if torch.compiler.is_compiling():
         lam, phase = polar_components(x, delta, bias, positions, omega, layout)
         return polar_from_components(lam, phase, x.dtype, layout)
-    pdt = _phase_dtype(x)
+    pdt = phase_dtype(x)
     if delta is not None and not isinstance(delta, Tensor):
         delta = torch.full((x.shape[-1] // 2,), float(delta), device=x.device, dtype=pdt)
-    pos = _as_positions(positions, x.shape[-2], x.device, pdt)
+    pos = as_positions(positions, x.shape[-2], x.device, pdt)
     return _PolarRotate.apply(x, delta, bias, pos, omega.to(x.device), layout)
 
 
@@ -216,4 +216,4 @@ def polar_from_components(
     lam: Tensor, phase: Tensor, dtype: torch.dtype, layout: str = "interleaved"
 ) -> Tensor:
     """Pairs (lam cos phase, lam sin phase): (..., T, J) twice -> (..., T, 2J) in ``dtype``."""
-    return _join_pairs(lam * torch.cos(phase), lam * torch.sin(phase), layout).to(dtype)
+    return join_pairs(lam * torch.cos(phase), lam * torch.sin(phase), layout).to(dtype)

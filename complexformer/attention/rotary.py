@@ -9,7 +9,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["LAYOUTS", "apply_rope", "rope_frequencies"]
+__all__ = [
+    "LAYOUTS",
+    "apply_rope",
+    "as_positions",
+    "check_layout",
+    "join_pairs",
+    "phase_dtype",
+    "rope_frequencies",
+    "split_pairs",
+]
 
 _SCHEDULES = ("rope", "paper")
 
@@ -41,12 +50,27 @@ def rope_frequencies(
     return (base ** (-2.0 * j / denom)).to(torch.float32)
 
 
-def _phase_dtype(x: Tensor) -> torch.dtype:
+def phase_dtype(x: Tensor) -> torch.dtype:
+    """The dtype that angles and rotations of ``x`` are computed in.
+
+    float64 for a float64 ``x``, float32 for everything else (half-precision inputs included).
+    """
     return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
-def _as_positions(positions, length: int, device, dtype) -> Tensor:
-    """Positions as a float tensor broadcastable to (..., T)."""
+def as_positions(positions, length: int, device, dtype) -> Tensor:
+    """Positions as a float tensor broadcastable to (..., T).
+
+    Args:
+        positions: an int offset p (positions p .. p + T - 1) or a (..., T) tensor.
+        length: T, the number of positions of the input.
+        device: device of the result.
+        dtype: dtype of the result (the phase dtype, :func:`phase_dtype`).
+
+    Raises:
+        ValueError: ``positions`` is neither an int nor a tensor with T entries in its last
+            dimension.
+    """
     if isinstance(positions, int):
         return torch.arange(positions, positions + length, device=device, dtype=dtype)
     if not isinstance(positions, Tensor) or positions.dim() == 0:
@@ -62,12 +86,13 @@ def _as_positions(positions, length: int, device, dtype) -> Tensor:
 LAYOUTS = ("interleaved", "halves")
 
 
-def _check_layout(layout: str) -> None:
+def check_layout(layout: str) -> None:
+    """Raise a ValueError naming the known layouts unless ``layout`` is one of :data:`LAYOUTS`."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown pair layout {layout!r}; known: {', '.join(LAYOUTS)}")
 
 
-def _split_pairs(x: Tensor, dtype: torch.dtype, layout: str) -> tuple[Tensor, Tensor]:
+def split_pairs(x: Tensor, dtype: torch.dtype, layout: str) -> tuple[Tensor, Tensor]:
     """The two members of each pair as (re, im), each (..., T, J), in ``dtype``.
 
     ``"interleaved"`` is the paper's pairs (x[2j], x[2j+1]), ``"halves"`` pairs (x[j], x[j+J]).
@@ -83,8 +108,8 @@ def _split_pairs(x: Tensor, dtype: torch.dtype, layout: str) -> tuple[Tensor, Te
     return both[0], both[1]
 
 
-def _join_pairs(re: Tensor, im: Tensor, layout: str) -> Tensor:
-    """Inverse of :func:`_split_pairs`: (..., J) twice -> (..., 2J).
+def join_pairs(re: Tensor, im: Tensor, layout: str) -> Tensor:
+    """Inverse of :func:`split_pairs`: (..., J) twice -> (..., 2J).
 
     Interleaving goes through ``torch.complex`` when eager, whose copy is several times faster
     on CPU than ``torch.stack(..., dim=-1)``; under ``torch.compile`` the stack is used, which
@@ -117,14 +142,14 @@ def apply_rope(
     """
     if x.shape[-1] % 2:
         raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
-    _check_layout(layout)
-    pdt = _phase_dtype(x)
-    pos = _as_positions(positions, x.shape[-2], x.device, pdt)
+    check_layout(layout)
+    pdt = phase_dtype(x)
+    pos = as_positions(positions, x.shape[-2], x.device, pdt)
     ang = pos.unsqueeze(-1) * omega.to(device=x.device, dtype=pdt)  # (..., T, J)
     cos, sin = torch.cos(ang), torch.sin(ang)
     if layout == "halves":
-        re, im = _split_pairs(x, pdt, layout)
+        re, im = split_pairs(x, pdt, layout)
     else:  # strided views: cheap for multiplications
         xf = x.to(pdt)
         re, im = xf[..., 0::2], xf[..., 1::2]
-    return _join_pairs(re * cos - im * sin, re * sin + im * cos, layout).to(x.dtype)
+    return join_pairs(re * cos - im * sin, re * sin + im * cos, layout).to(x.dtype)

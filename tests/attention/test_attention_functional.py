@@ -722,15 +722,15 @@ def test_rope_tensors_stay_on_the_requested_device():
 
 
 def test_as_positions_is_a_float_tensor_of_the_requested_dtype():
-    from complexformer.attention.rotary import _as_positions
+    from complexformer.attention.rotary import as_positions
 
     for dt in (torch.float32, F64):
-        p = _as_positions(3, 4, torch.device("cpu"), dt)
+        p = as_positions(3, 4, torch.device("cpu"), dt)
         assert p.dtype == dt and p.tolist() == [3.0, 4.0, 5.0, 6.0]
-        q = _as_positions(torch.tensor([[7, 1, 2]]), 3, torch.device("cpu"), dt)
+        q = as_positions(torch.tensor([[7, 1, 2]]), 3, torch.device("cpu"), dt)
         assert q.dtype == dt and q.tolist() == [[7.0, 1.0, 2.0]]
-        assert _as_positions(2, 3, torch.device("meta"), dt).device.type == "meta"
-        assert _as_positions(torch.arange(3), 3, torch.device("meta"), dt).device.type == "meta"
+        assert as_positions(2, 3, torch.device("meta"), dt).device.type == "meta"
+        assert as_positions(torch.arange(3), 3, torch.device("meta"), dt).device.type == "meta"
     x = torch.randn(1, 3, 8, generator=_gen(61))
     om = rope_frequencies(8)
     for bad in (2.5, [0, 1, 2], torch.tensor(4)):

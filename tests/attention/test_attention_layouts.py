@@ -203,16 +203,16 @@ def test_traced_path_is_the_plain_formula(layout, monkeypatch):
 def test_join_pairs_stacks_other_dtypes():
     """The interleaving for dtypes torch.complex does not take (bf16, half): x[2j] = re[j],
     x[2j+1] = im[j] (the eager float32 / float64 path builds the same through complex)."""
-    from complexformer.attention.rotary import _join_pairs
+    from complexformer.attention.rotary import join_pairs
 
     re = torch.arange(6.0).view(2, 3)
     im = -torch.arange(6.0).view(2, 3) - 10
     want = torch.tensor([[0.0, -10, 1, -11, 2, -12], [3, -13, 4, -14, 5, -15]])
     for dt in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
-        got = _join_pairs(re.to(dt), im.to(dt), "interleaved")
+        got = join_pairs(re.to(dt), im.to(dt), "interleaved")
         assert got.dtype == dt
         assert_close(got.double(), want.double(), atol=0, rtol=0)
-    assert_close(_join_pairs(re, im, "halves"), torch.cat((re, im), -1), atol=0, rtol=0)
+    assert_close(join_pairs(re, im, "halves"), torch.cat((re, im), -1), atol=0, rtol=0)
 
 
 def test_t_chunks_cover_t_in_bounded_steps():

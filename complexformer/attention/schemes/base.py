@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..rotary import _join_pairs, _phase_dtype, _split_pairs
+from ..rotary import join_pairs, phase_dtype, split_pairs
 
 __all__ = ["PAIRS", "PositionalScheme", "modulus_pairs"]
 
@@ -54,9 +54,9 @@ def modulus_pairs(x: Tensor) -> Tensor:
     Returns:
         A tensor of the shape and dtype of ``x``.
     """
-    re, im = _split_pairs(x, _phase_dtype(x), PAIRS)  # (..., T, J) each
+    re, im = split_pairs(x, phase_dtype(x), PAIRS)  # (..., T, J) each
     lam = torch.hypot(re, im)
-    return _join_pairs(lam, torch.zeros_like(lam), PAIRS).to(x.dtype)
+    return join_pairs(lam, torch.zeros_like(lam), PAIRS).to(x.dtype)
 
 
 class PositionalScheme:

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from ..polar import polar_angles, polar_components, polar_from_components, polar_rotate
-from ..rotary import _as_positions
+from ..rotary import as_positions
 from .base import PAIRS
 from .rope import RotaryScheme
 
@@ -104,7 +104,7 @@ class PolarScheme(RotaryScheme):
         if target == "theta":
             lam_q, th_q = polar_angles(q, PAIRS)  # (B, H, T, J) each
             lam_k, th_k = polar_angles(k, PAIRS)
-            pos_t = _as_positions(pos, q.shape[-2], q.device, th_q.dtype)
+            pos_t = as_positions(pos, q.shape[-2], q.device, th_q.dtype)
             pw = pos_t.unsqueeze(-1) * w.to(th_q)  # (T, J)
             ph_q = th_q * d.to(th_q).unsqueeze(-2) + attn.adapt_bias.to(th_q).unsqueeze(-2) + pw
             ph_k = th_k * d.to(th_k).unsqueeze(-2) + pw  # (B, H, T, J)
