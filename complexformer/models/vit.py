@@ -24,8 +24,8 @@ from complexformer.nn import (
     SinusoidalPositionalEncoding,
     TransformerEncoderLayer,
 )
-from complexformer.nn._utils import check_choice, check_positive_int, lift_complex
 from complexformer.nn.init import complex_normal_
+from complexformer.nn.utils import check_choice, check_positive_int, lift_complex
 
 __all__ = ["ViT"]
 

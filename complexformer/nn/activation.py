@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from . import functional as CF
-from ._utils import check_choice, require_complex
+from .utils import check_choice, require_complex
 
 __all__ = ["CGELU", "CReLU", "Cardioid", "ComplexSoftmax", "ModReLU", "ZReLU", "get_activation"]
 

@@ -22,10 +22,10 @@ import torch
 from torch import Tensor, nn
 
 from . import functional as CF
-from ._utils import check_choice, check_positive_int, real_dtype, require_complex
 from .cache import LayerKVCache, StaticKVCache
 from .linear import Linear
 from .positional import RotaryEmbedding
+from .utils import check_choice, check_positive_int, real_dtype, require_complex
 
 __all__ = ["MultiheadAttention"]
 

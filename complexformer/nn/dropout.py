@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from . import functional as CF
-from ._utils import check_choice, require_complex
+from .utils import check_choice, require_complex
 
 __all__ = ["DROPOUT_MASKS", "Dropout"]
 

@@ -29,7 +29,7 @@ from torch import Tensor
 from complexformer.attention.functional import attention as _real_sdpa
 from complexformer.attention.functional import causal_mask
 
-from ._utils import (
+from .utils import (
     as_complex_interleaved,
     as_real_interleaved,
     check_choice,

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from complexformer.attention.functional import causal_mask
 
 from . import functional as CF
-from ._utils import require_complex
+from .utils import require_complex
 
 __all__ = ["HolographicAttention", "holographic_attention"]
 
@@ -69,7 +69,7 @@ def holographic_attention(
         causal = torch.zeros(allowed.shape, dtype=logits.dtype, device=q.device)
         causal = causal.masked_fill_(~allowed, float("-inf"))
         bias = causal if bias is None else bias + causal
-    weights = CF._masked_softmax(logits, bias)
+    weights = CF.masked_softmax(logits, bias)
     w = F.dropout(weights, dropout_p) if dropout_p > 0.0 else weights
     coeff = w * torch.polar(torch.ones_like(dphi), dphi)  # (..., Tq, Tk) complex
     return coeff @ v, weights

@@ -11,8 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from . import functional as CF
-from ._utils import check_choice, check_positive_int, lift_complex
 from .init import complex_normal_, trabelsi_
+from .utils import check_choice, check_positive_int, lift_complex
 
 __all__ = ["Embedding", "Linear"]
 

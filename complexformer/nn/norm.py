@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from . import functional as CF
-from ._utils import check_choice, lift_complex
+from .utils import check_choice, lift_complex
 
 __all__ = ["LayerNorm", "RMSNorm"]
 

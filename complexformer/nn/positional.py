@@ -27,8 +27,8 @@ import torch
 from torch import Tensor, nn
 
 from . import functional as CF
-from ._utils import check_choice, check_positive_int, lift_complex
 from .init import complex_normal_
+from .utils import check_choice, check_positive_int, lift_complex
 
 __all__ = [
     "ANGLE_PRECISIONS",

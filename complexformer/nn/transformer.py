@@ -20,7 +20,6 @@ import copy
 
 from torch import Tensor, nn
 
-from ._utils import check_positive_int
 from .activation import get_activation
 from .attention import MultiheadAttention
 from .cache import DecoderCache, LayerKVCache, StaticKVCache
@@ -33,6 +32,7 @@ from .positional import (
     RotaryEmbedding,
     SinusoidalPositionalEncoding,
 )
+from .utils import check_positive_int
 
 __all__ = [
     "POS_ENCODINGS",

@@ -1,9 +1,19 @@
-"""Input checks and dtype helpers shared by the complex layers (private)."""
+"""Input checks and dtype helpers shared by the complex layers (and the complex ViT)."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+__all__ = [
+    "as_complex_interleaved",
+    "as_real_interleaved",
+    "check_choice",
+    "check_positive_int",
+    "lift_complex",
+    "real_dtype",
+    "require_complex",
+]
 
 _COMPLEX = (torch.complex64, torch.complex128)
 _REAL_TO_COMPLEX = {
@@ -73,12 +83,27 @@ def as_real_interleaved(z: Tensor) -> Tensor:
 
 
 def check_positive_int(value, name: str, where: str) -> int:
+    """Return ``value`` if it is an int > 0 (not a bool), else raise a ValueError naming it.
+
+    Args:
+        value: the value to check.
+        name: the argument's name, for the message.
+        where: the layer or function it was given to, for the message.
+    """
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{where}: {name} must be a positive integer, got {value!r}")
     return value
 
 
 def check_choice(value, name: str, choices: tuple[str, ...], where: str) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise a ValueError naming them.
+
+    Args:
+        value: the value to check.
+        name: the argument's name, for the message.
+        choices: the allowed values.
+        where: the layer or function it was given to, for the message.
+    """
     if value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
         raise ValueError(f"{where}: unknown {name} {value!r}; allowed: {allowed}")
