@@ -7,8 +7,8 @@
 set -euo pipefail
 out=${1:?usage: scripts/cbert-evidence.sh OUT [PYTHON]}
 py=${2:-python}
-common=(--model minilm --models cmplxbert cmplxbert-paper real-lora real
-        --epochs 2 --max-len 64 --max-train-examples 512 --threads 1)
+common=(--base minilm --models cmplxbert cmplxbert-paper real-lora real
+        --epochs 2 --seq-len 64 --max-train-examples 512 --threads 1)
 # one process per core: the sequence task on one, the pair and token tasks on the other
 "$py" -m complexformer.cli finetune "${common[@]}" --task docstrings \
     --seeds 0 1 2 3 4 --out "$out/docstrings" > "$out.docstrings.log" 2>&1 &

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from complexformer.cli import main, parse_overrides
+from complexformer._config import parse_overrides
+from complexformer.cli import main
 
 SCRIPT = Path(sys.executable).with_name("complexformer")
 SMALL = [
@@ -109,7 +110,7 @@ def test_generate_evaluate_info(trained, corpus, capsys):
         main(
             [
                 "generate",
-                "--ckpt",
+                "--model",
                 str(trained),
                 "--prompt",
                 "def f(x):",
@@ -129,7 +130,7 @@ def test_generate_evaluate_info(trained, corpus, capsys):
         main(
             [
                 "generate",
-                "--ckpt",
+                "--model",
                 str(trained),
                 "--prompt",
                 "def f(x):",
@@ -148,7 +149,7 @@ def test_generate_evaluate_info(trained, corpus, capsys):
         main(
             [
                 "evaluate",
-                "--ckpt",
+                "--model",
                 str(trained),
                 "--data",
                 corpus,
@@ -167,10 +168,10 @@ def test_generate_evaluate_info(trained, corpus, capsys):
 
 
 def test_info(trained, capsys):
-    assert main(["info", "--ckpt", str(trained)]) == 0
+    assert main(["info", "--model", str(trained)]) == 0
     out = capsys.readouterr().out
     assert "adaptation" in out and "pos_scheme" in out and "layer 0: |delta|" in out
-    assert main(["info", "--ckpt", str(trained), "--json"]) == 0
+    assert main(["info", "--model", str(trained), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["parameters"]["adaptation"] == 32  # n_layer x d_model
 
@@ -182,7 +183,7 @@ def test_generate_prompt_file(trained, tmp_path, capsys):
         main(
             [
                 "generate",
-                "--ckpt",
+                "--model",
                 str(trained),
                 "--prompt-file",
                 str(f),
@@ -230,10 +231,10 @@ def test_bad_input_errors(tmp_path, corpus, capsys):
     (empty / "a.txt").write_text("   \n")
     code, err = run_cli(["train", "--out", out, "--data", f"text:{empty}/*.txt", *SMALL], capsys)
     assert code == 2 and "empty" in err.lower()
-    code, err = run_cli(["generate", "--ckpt", str(tmp_path / "missing"), "--prompt", "x"], capsys)
+    code, err = run_cli(["generate", "--model", str(tmp_path / "missing"), "--prompt", "x"], capsys)
     assert code == 2 and "missing" in err
     code, err = run_cli(
-        ["generate", "--ckpt", out, "--prompt-file", str(tmp_path / "nofile")], capsys
+        ["generate", "--model", out, "--prompt-file", str(tmp_path / "nofile")], capsys
     )
     assert code == 2 and "nofile" in err
 
@@ -243,11 +244,11 @@ def test_damaged_checkpoint_is_refused_and_good_run_kept(trained, tmp_path, corp
     shutil.copytree(trained, run)
     weights = run / "model" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:200])  # truncated final model
-    code, err = run_cli(["info", "--ckpt", str(run / "model")], capsys)
+    code, err = run_cli(["info", "--model", str(run / "model")], capsys)
     assert code == 2 and "model.safetensors" in err
     ckpt = run / "checkpoints" / "step_0000020" / "model.safetensors"
     ckpt.write_bytes(ckpt.read_bytes()[:-10])  # truncated checkpoint
-    code, err = run_cli(["info", "--ckpt", str(run / "checkpoints" / "step_0000020")], capsys)
+    code, err = run_cli(["info", "--model", str(run / "checkpoints" / "step_0000020")], capsys)
     assert code == 2 and "step_0000020" in err
     good = (trained / "model" / "model.safetensors").read_bytes()
     code, err = run_cli(

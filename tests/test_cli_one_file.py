@@ -13,7 +13,7 @@ import pytest
 from complexformer.cli import main
 from complexformer.data import text_corpus
 from complexformer.data.corpus import document_start
-from complexformer.training.run import run_prompt
+from complexformer.lm import run_prompt
 from complexformer.training.rundir import PROMPT_FILE
 
 from .test_cli import SMALL
@@ -38,7 +38,7 @@ def _cache(tmp_path_factory, monkeypatch):
 
 
 def _evaluate(run: Path, data: str, split: str, capsys) -> dict:
-    argv = ["evaluate", "--ckpt", str(run), "--data", data, "--split", split, "--json"]
+    argv = ["evaluate", "--model", str(run), "--data", data, "--split", split, "--json"]
     assert main([*argv, "--max-blocks", "4", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     return json.loads(out[out.rindex("\n{") + 1 :])
@@ -64,7 +64,7 @@ def test_train_then_evaluate_and_generate_on_one_text_file(book, tmp_path, capsy
         res = _evaluate(run, data, split, capsys)
         assert res["split"] == split and res["tokens"] > 0 and res["ppl"] > 1
 
-    argv = ["generate", "--ckpt", str(run), "--max-new-tokens", "4", "--temperature", "0"]
+    argv = ["generate", "--model", str(run), "--max-new-tokens", "4", "--temperature", "0"]
     assert main(argv) == 0
     assert capsys.readouterr().out.startswith(prompt)
 
@@ -76,7 +76,7 @@ def test_a_file_too_short_for_three_chunks_names_the_empty_split(book, tmp_path,
     argv = ["train", "--preset", "tiny", "--data", data, "--out", str(run), *SMALL]
     assert main([*argv, "--sample-tokens", "0"]) == 0
     capsys.readouterr()
-    code = main(["evaluate", "--ckpt", str(run), "--split", "test", "--threads", "1"])
+    code = main(["evaluate", "--model", str(run), "--split", "test", "--threads", "1"])
     assert code == 2
     err = capsys.readouterr().err
     assert f"the test split of {data!r} holds no text" in err and "32 KiB" in err

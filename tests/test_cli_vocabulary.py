@@ -108,3 +108,34 @@ def test_unknown_option_names_the_subcommand(capsys):
         main(["info", "--model", "x", "--bogus"])
     assert e.value.code == 2
     assert "complexformer info: error: unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def _cli_docs():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "write_cli_docs.py"
+    spec = importlib.util.spec_from_file_location("write_cli_docs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_docs_cli_lists_every_option_and_is_current():
+    docs = _cli_docs()
+    assert docs.render() == docs.DOC.read_text(encoding="utf-8"), (
+        "docs/cli.md is stale: run python scripts/write_cli_docs.py"
+    )
+    text = docs.DOC.read_text(encoding="utf-8")
+    for name, p in SUBS.items():
+        assert f"## `complexformer {name}`" in text
+        for action in _options(p):
+            if action.help != argparse.SUPPRESS:
+                assert f"`{action.option_strings[0]}`" in text, (name, action.option_strings)
+
+
+@pytest.mark.parametrize("command", sorted(SUBS))
+def test_each_command_has_an_example_that_parses(command):
+    docs = _cli_docs()
+    args = build_parser().parse_args(docs.example_argv(command))
+    assert args.command == command

@@ -37,7 +37,7 @@ from .finetune import FinetuneConfig
 from .labelled import TASK_TYPES
 from .study import StudyConfig
 
-__all__ = ["add_cbert_parsers"]
+__all__ = ["add_cbert_parsers", "complexify_configs", "finetune_config"]
 
 _EPILOG_COMPLEXIFY = """\
 examples:
@@ -85,10 +85,11 @@ def _target_modules(kw: dict[str, Any]) -> None:
         kw["target_modules"] = targets[0]
 
 
-def cmd_complexify(args: argparse.Namespace) -> int:
-    from ..training import train_task
-    from .mlm import MLMTask
-
+def complexify_configs(
+    args: argparse.Namespace,
+) -> tuple[ComplexLoRAConfig, CmplxBertConfig, TrainConfig]:
+    """The adapters, model and training configs of ``cbert-complexify``'s options: the
+    recipe's values, then the options given, then ``--set``."""
     kw = build_configs(
         args,
         dict([_LORA, _MODEL, ("train", TrainConfig)]),
@@ -96,7 +97,18 @@ def cmd_complexify(args: argparse.Namespace) -> int:
         exclude=("base", "max_len", "base_lr_ratio"),
     )
     _target_modules(kw["lora"])
-    lora, model_config = ComplexLoRAConfig(**kw["lora"]), CmplxBertConfig(**kw["model"])
+    return (
+        ComplexLoRAConfig(**kw["lora"]),
+        CmplxBertConfig(**kw["model"]),
+        TrainConfig(**kw["train"]),
+    )
+
+
+def cmd_complexify(args: argparse.Namespace) -> int:
+    from ..training import train_task
+    from .mlm import MLMTask
+
+    lora, model_config, tc = complexify_configs(args)
     task = MLMTask(
         args.base,
         lora,
@@ -104,8 +116,7 @@ def cmd_complexify(args: argparse.Namespace) -> int:
         max_len=args.max_len or 128,
         base_lr_ratio=args.base_lr_ratio or 1.0,
     )
-    summary = train_task(task, TrainConfig(**kw["train"]), resume=args.resume,
-                         overwrite=args.overwrite)  # fmt: skip
+    summary = train_task(task, tc, resume=args.resume, overwrite=args.overwrite)
     print(
         f"\nvalidation MLM loss {summary['val_loss']:.4f} (perplexity {summary['val_ppl']:.1f})"
         if summary.get("val_loss") is not None
@@ -115,9 +126,8 @@ def cmd_complexify(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_finetune(args: argparse.Namespace) -> int:
-    from .finetune import finetune
-
+def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
+    """The :class:`FinetuneConfig` of ``cbert-finetune``'s options (recipe, options, --set)."""
     kw = build_configs(
         args,
         dict([("finetune", FinetuneConfig), _LORA, _MODEL]),
@@ -125,12 +135,17 @@ def cmd_finetune(args: argparse.Namespace) -> int:
         exclude=("model", "base", "out"),
     )
     _target_modules(kw["lora"])
-    cfg = FinetuneConfig(
+    return FinetuneConfig(
         **{k: v for k, v in kw["finetune"].items() if k not in ("lora", "model")},
         lora=ComplexLoRAConfig(**kw["lora"]),
         model=CmplxBertConfig(**kw["model"]),
     )
-    payload = finetune(args.model or args.base, cfg, args.out)
+
+
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from .finetune import finetune
+
+    payload = finetune(args.model or args.base, finetune_config(args), args.out)
     print()
     print(Path(args.out, "finetune.md").read_text(encoding="utf-8"))
     if args.json:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from complexformer.cmplxbert import find_minilm_dir
+from complexformer.cmplxbert.config import CmplxBertConfig
 from complexformer.cmplxbert.finetune import FinetuneConfig, finetune
 from complexformer.cmplxbert.finetune_task import FinetuneTask
 
@@ -52,7 +53,8 @@ def test_growth_stays_bounded_over_a_short_seeded_run(tmp_path):
     assert (tmp_path / "default" / "finetune.png").stat().st_size > 5_000
     summary = json.loads((tmp_path / "default" / "finetune.json").read_text())["summary"]
     assert summary["cmplxbert"]["imag_to_real_max_mean"] == max(g["imag_to_real"] for g in mine)
-    paper = _growth(tmp_path, "paper", max_train_examples=16, start="paper")
+    paper_start = CmplxBertConfig(start="paper")
+    paper = _growth(tmp_path, "paper", max_train_examples=16, model=paper_start)
     assert paper[0]["cosine"] > 0.8  # the collapse the keep start avoids
 
 
@@ -72,7 +74,7 @@ def test_paired_report_against_scipy_and_the_paper_start_kind(tmp_path):
     assert p["against"]["c"]["n"] == 3  # only the seeds both have
     assert _paired(runs, ("a",), "accuracy") == {}
     base = str(save_tiny_bert_dir(tmp_path / "bert", "BertModel"))
-    cfg = FinetuneConfig(attention_score="modulus")
+    cfg = FinetuneConfig(model=CmplxBertConfig(attention_score="modulus"))
     paper = build_classifier("cmplxbert-paper", base, 3, cfg)
     keep = build_classifier("cmplxbert", base, 3, cfg)
     assert paper.model_config.start == "paper" and keep.model_config.start == "keep"

@@ -20,7 +20,7 @@ def test_complexify_then_analyze_then_finetune(tmp_path, monkeypatch, capsys):
     spec = write_docstring_corpus(tmp_path / "corpus.jsonl", 200)
     out = tmp_path / "run"
     args = [
-        "complexify",
+        "cbert-complexify",
         "--base",
         str(base),
         "--rank",
@@ -33,7 +33,7 @@ def test_complexify_then_analyze_then_finetune(tmp_path, monkeypatch, capsys):
         "4",
         "--batch-size",
         "4",
-        "--max-len",
+        "--seq-len",
         "32",
         "--eval-every",
         "2",
@@ -67,7 +67,7 @@ def test_complexify_then_analyze_then_finetune(tmp_path, monkeypatch, capsys):
     assert (
         main(
             [
-                "analyze-embeddings",
+                "cbert-embeddings",
                 "--model",
                 str(out / "model"),
                 "--n",
@@ -93,7 +93,7 @@ def test_complexify_then_analyze_then_finetune(tmp_path, monkeypatch, capsys):
     assert (
         main(
             [
-                "finetune",
+                "cbert-finetune",
                 "--model",
                 str(out / "model"),
                 "--task",
@@ -104,7 +104,7 @@ def test_complexify_then_analyze_then_finetune(tmp_path, monkeypatch, capsys):
                 "0",
                 "--epochs",
                 "1",
-                "--max-len",
+                "--seq-len",
                 "16",
                 "--models",
                 "cmplxbert",
@@ -122,15 +122,15 @@ def test_complexify_then_analyze_then_finetune(tmp_path, monkeypatch, capsys):
 
 
 def test_cli_errors_name_the_bad_value(tmp_path, capsys):
-    assert main(["analyze-embeddings", "--model", str(tmp_path)]) == 2
+    assert main(["cbert-embeddings", "--model", str(tmp_path)]) == 2
     assert "not a CmplxBERT directory" in capsys.readouterr().err
-    assert main(["finetune", "--model", "minilm", "--task", str(tmp_path / "none.csv")]) == 2
+    assert main(["cbert-finetune", "--base", "minilm", "--task", str(tmp_path / "none.csv")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
     (tmp_path / "bert").mkdir()
     assert (
         main(
             [
-                "complexify",
+                "cbert-complexify",
                 "--base",
                 str(tmp_path / "bert"),
                 "--data",
@@ -149,7 +149,7 @@ def test_a_missing_local_base_says_no_such_file_before_any_hub_lookup(tmp_path, 
     from complexformer.cmplxbert.loading import resolve_base
 
     missing = str(tmp_path / "no_bert")
-    argv = ["complexify", "--base", missing, "--data", "stdlib", "--out", str(tmp_path / "o")]
+    argv = ["cbert-complexify", "--base", missing, "--data", "stdlib", "--out", str(tmp_path / "o")]
     assert main(argv) == 2
     assert f"base {missing}: no such file or directory" in capsys.readouterr().err
     assert resolve_base("org/some-bert") == "org/some-bert"  # a hub name passes through

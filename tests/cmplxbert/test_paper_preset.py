@@ -123,30 +123,51 @@ def _parse(*argv: str):
     return build_parser().parse_args(list(argv))
 
 
-def test_cli_paper_preset_fills_what_is_unset_and_a_given_option_wins():
-    from complexformer.cmplxbert.cli import apply_preset
+def test_cli_paper_recipe_fills_what_is_unset_and_a_given_option_wins():
+    from complexformer.cmplxbert.cli import complexify_configs, finetune_config
 
-    base = ["complexify", "--base", "minilm", "--data", "stdlib", "--out", "o"]
-    args = apply_preset(_parse(*base, "--preset", "paper"), "complexify")
-    assert (args.whiten, args.heads, args.attention_score, args.head_output) == (
+    base = ["cbert-complexify", "--base", "minilm", "--data", "stdlib", "--out", "o"]
+    lora, model, tc = complexify_configs(_parse(*base, "--recipe", "paper"))
+    assert (model.whiten, model.heads, model.attention_score, model.head_output) == (
         "full",
         "linear",
         "modulus",
         "modulus",
     )
-    assert (args.lr, args.warmup_frac, args.batch_size) == (1e-4, 0.01, 512)
-    args = apply_preset(
-        _parse(*base, "--preset", "paper", "--whiten", "scalar", "--batch-size", "64"),
-        "complexify",
-    )
-    assert (args.whiten, args.heads, args.batch_size) == ("scalar", "linear", 64)
-    args = apply_preset(_parse(*base), "complexify")
-    assert (args.whiten, args.heads, args.lr, args.warmup_frac, args.batch_size) == (
+    assert (tc.lr, tc.warmup_frac, tc.batch_size, tc.schedule) == (1e-4, 0.01, 512, "linear")
+    assert lora.init == "zero_b"
+    argv = [*base, "--recipe", "paper", "--whiten", "scalar", "--batch-size", "64"]
+    lora, model, tc = complexify_configs(_parse(*argv, "--set", "lora.alpha=16", "eval_every=7"))
+    assert (model.whiten, model.heads, tc.batch_size) == ("scalar", "linear", 64)
+    assert (lora.alpha, tc.eval_every) == (16, 7)
+    lora, model, tc = complexify_configs(_parse(*base))
+    assert (model.whiten, model.heads, tc.lr, tc.warmup_frac, tc.batch_size) == (
         "scalar",
         "bert",
         1e-4,
         0.1,
         32,
     )
-    ft = apply_preset(_parse("finetune", "--model", "minilm", "--preset", "paper"), "finetune")
-    assert (ft.epochs, ft.lr, ft.whiten, ft.heads) == (2, 1e-4, "full", "linear")
+    assert (lora.init, model.start, model.activation) == ("zero_a", "keep", "gated")
+    ft = finetune_config(_parse("cbert-finetune", "--base", "minilm", "--recipe", "paper"))
+    assert (ft.epochs, ft.lr, ft.model.whiten, ft.model.heads) == (2, 1e-4, "full", "linear")
+    ft = finetune_config(_parse("cbert-finetune", "--base", "minilm", "--rank", "4"))
+    assert (ft.lr, ft.base_lr_ratio, ft.lora.r) == (1e-3, 0.3, 4)
+
+
+def test_library_defaults_are_the_python_defaults():
+    """The command line without options builds what the Python API builds by default."""
+    from complexformer.cmplxbert.cli import finetune_config
+    from complexformer.cmplxbert.finetune import FinetuneConfig
+
+    assert finetune_config(_parse("cbert-finetune", "--base", "minilm")) == FinetuneConfig()
+
+
+def test_set_names_the_config_when_a_key_is_shared_or_unknown():
+    from complexformer.cmplxbert.cli import complexify_configs
+
+    base = ["cbert-complexify", "--base", "minilm", "--data", "stdlib", "--out", "o"]
+    with pytest.raises(ValueError, match="dropout"):
+        complexify_configs(_parse(*base, "--set", "dropuot=0.1"))
+    with pytest.raises(ValueError, match="lora.*train|train.*lora"):
+        complexify_configs(_parse(*base, "--set", "seed=1", "bogus.x=1"))

@@ -218,7 +218,7 @@ def test_cbert_start_command_writes_the_layer_by_layer_report(tmp_path, capsys):
 
     base = save_tiny_bert_dir(tmp_path / "bert", "BertModel")
     out = tmp_path / "start"
-    assert main(["cbert-start", "--base", str(base), "--n", "6", "--max-len", "24",
+    assert main(["cbert-start", "--base", str(base), "--n", "6", "--seq-len", "24",
                  "--out", str(out), "--threads", "1"]) == 0  # fmt: skip
     import json
 

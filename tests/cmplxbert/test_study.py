@@ -128,7 +128,7 @@ def test_study_fine_tuning_rates_follow_the_preset(tmp_path, monkeypatch, preset
         (tmp_path / "s" / "study.md").write_text("x")
 
     monkeypatch.setattr(study, "run_study", fake)
-    args = ["cbert-study", "--base", "minilm", "--out", str(tmp_path / "s"), "--preset", preset]
+    args = ["cbert-study", "--base", "minilm", "--out", str(tmp_path / "s"), "--recipe", preset]
     assert main(args + extra) == 0
     assert (seen["cfg"].ft_lr, seen["cfg"].ft_base_lr_ratio) == want
     paper = preset == "paper"

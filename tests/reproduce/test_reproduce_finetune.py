@@ -49,7 +49,7 @@ def test_dry_run_of_tables_2_and_3_lists_every_run(tmp_path, capsys):
 
 
 def test_finetune_runs_continue_the_pretraining_runs(tmp_path):
-    config = ReproduceConfig(out=str(tmp_path), tables=("2", "4"), scale="tiny", seeds=2)
+    config = ReproduceConfig(out=str(tmp_path), tables=("2", "4"), scale="tiny", seeds=(0, 1))
     ft = plan_finetunes(config)
     base = {(r.variant, r.seed): r for r in plan_runs(config)}
     assert {r.task for r in ft} == {"code", "math"}
@@ -120,7 +120,7 @@ def test_one_step_one_problem_tables_2_3_4_end_to_end(tmp_path, task_scale):
         out=str(tmp_path),
         tables=("2", "3", "4"),
         scale=task_scale,
-        seeds=1,
+        seeds=(0,),
         evaluator="none",
         threads=1,
         device="cpu",
@@ -162,7 +162,7 @@ def test_one_step_one_problem_tables_2_3_4_end_to_end(tmp_path, task_scale):
 
 
 def test_run_directories_from_before_pcl_target_are_read_by_their_former_meaning(tmp_path):
-    config = ReproduceConfig(out=str(tmp_path), tables=("4",), scale="tiny", seeds=1)
+    config = ReproduceConfig(out=str(tmp_path), tables=("4",), scale="tiny", seeds=(0,))
     runs = {r.variant: r for r in plan_runs(config)}
     for v in ("rope", "cmha"):
         saved = runs[v].model_config.to_dict()

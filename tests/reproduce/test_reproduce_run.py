@@ -16,7 +16,7 @@ from complexformer.training.rundir import RunLockedError, run_lock
 
 
 def test_plan_tables_share_runs_and_differ_only_in_the_model(tmp_path):
-    config = ReproduceConfig(out=str(tmp_path), tables=("1", "4"), scale="tiny", seeds=3)
+    config = ReproduceConfig(out=str(tmp_path), tables=("1", "4"), scale="tiny", seeds=(0, 1, 2))
     runs = plan_runs(config)
     # Table 4 adds cmha_pclrot, cmha_fixed, cmha_nopcl and cmha_ropeinit to Table 1's six
     assert len(runs) == 30 and len({r.variant for r in runs}) == 10
@@ -93,7 +93,8 @@ def test_cli_dry_run(tmp_path, capsys):
             "--scale",
             "tiny",
             "--seeds",
-            "2",
+            "0",
+            "1",
             "--out",
             str(tmp_path),
             "--dry-run",
@@ -110,7 +111,7 @@ def _config(out, scale, evaluator_dir, **kw):
         out=str(out),
         tables=("1", "4", "extrapolation"),
         scale=scale,
-        seeds=1,
+        seeds=(0,),
         evaluator=str(evaluator_dir),
         threads=1,
         device="cpu",
@@ -195,13 +196,13 @@ def test_micro_reproduction_is_deterministic_and_resumable(
 def test_interrupted_run_resumes_and_train_only(tmp_path, micro_scale):
     """An interrupted run (checkpoint, no summary) continues from its checkpoint; with
     ``train_only`` nothing is evaluated."""
-    from complexformer.training import train
+    from complexformer.lm import train
 
     config = ReproduceConfig(
         out=str(tmp_path),
         tables=("4",),
         scale=micro_scale,
-        seeds=1,
+        seeds=(0,),
         evaluator="none",
         threads=1,
         device="cpu",

@@ -245,7 +245,7 @@ def _fabricate_run(run, settings, val_ppl, gen_ppl):
 
 def test_tables_from_fabricated_run_directories(tmp_path, micro_scale):
     config = ReproduceConfig(
-        out=str(tmp_path), tables=("1",), scale=micro_scale, seeds=3, evaluator="none"
+        out=str(tmp_path), tables=("1",), scale=micro_scale, seeds=(0, 1, 2), evaluator="none"
     )
     settings = eval_settings(config)
     runs = {(r.variant, r.seed): r for r in plan_runs(config)}
@@ -269,7 +269,7 @@ def test_tables_from_fabricated_run_directories(tmp_path, micro_scale):
     # other evaluation settings have other result files: nothing cached under them
     other = eval_settings(
         ReproduceConfig(
-            out=str(tmp_path), tables=("1",), scale=micro_scale, seeds=3, evaluator="gpt2-large"
+            out=str(tmp_path), tables=("1",), scale=micro_scale, seeds=(0, 1, 2), evaluator="gpt2-large"
         )
     )
     assert cached_result(runs[("cmha", 0)], other) is None

@@ -176,12 +176,12 @@ def test_command_line_retrofit_generate_evaluate(base_dir, corpus, tmp_path, cap
     args += ["--max-steps", "2", "--seq-len", "32", "--batch-size", "2", "--eval-every", "2"]
     assert main(args) == 0
     capsys.readouterr()
-    assert main(["generate", "--ckpt", str(out), "--prompt", "the cat", "--temperature", "0",
+    assert main(["generate", "--model", str(out), "--prompt", "the cat", "--temperature", "0",
                  "--max-new-tokens", "5"]) == 0  # fmt: skip
     text = capsys.readouterr().out
     assert text.startswith("the cat")
     summary = json.loads((out / "summary.json").read_text())
-    assert main(["evaluate", "--ckpt", str(out / "model"), "--data", corpus, "--split", "val",
+    assert main(["evaluate", "--model", str(out / "model"), "--data", corpus, "--split", "val",
                  "--max-blocks", "16", "--json"]) == 0  # fmt: skip
     printed = capsys.readouterr().out
     res = json.loads(printed[printed.index("{") :])
@@ -189,10 +189,10 @@ def test_command_line_retrofit_generate_evaluate(base_dir, corpus, tmp_path, cap
     assert res["loss"] == pytest.approx(summary["val_loss"], rel=0, abs=1e-5)
     single = tmp_path / "one.txt"  # one short text file: no test split under the chunk rule
     single.write_text("the cat sat on the mat and the dog ran home.\n" * 600)
-    assert main(["evaluate", "--ckpt", str(out), "--data", f"text:{single}", "--split",
+    assert main(["evaluate", "--model", str(out), "--data", f"text:{single}", "--split",
                  "test"]) == 2  # fmt: skip
     assert "cut into chunks of 32 KiB" in capsys.readouterr().err
-    assert main(["evaluate", "--ckpt", str(out), "--suite", "text"]) == 2
+    assert main(["evaluate", "--model", str(out), "--suite", "text"]) == 2
     assert "--suite ppl" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["retrofit", "--base", str(base_dir), "--out", str(tmp_path / "x"), "--train", "all"])

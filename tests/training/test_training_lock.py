@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from complexformer.cli import main
-from complexformer.training import train
+from complexformer.lm import train
 from complexformer.training.rundir import LOCK_FILE, RunLockedError, run_lock
 
 TINY = [
@@ -114,7 +114,7 @@ def finished_run(tmp_path_factory, corpus_spec):
 def test_byte_flipped_final_model_is_refused(finished_run, tmp_path, capsys):
     manifest = json.loads((finished_run / "model" / "manifest.json").read_text())
     assert set(manifest["files"]) == {"config.json", "model.safetensors"}
-    assert main(["info", "--ckpt", str(finished_run)]) == 0
+    assert main(["info", "--model", str(finished_run)]) == 0
     weights = finished_run / "model" / "model.safetensors"
     data = bytearray(weights.read_bytes())
     original = bytes(data)
@@ -123,21 +123,21 @@ def test_byte_flipped_final_model_is_refused(finished_run, tmp_path, capsys):
     weights.write_bytes(bytes(data))
     capsys.readouterr()
     try:
-        assert main(["info", "--ckpt", str(finished_run)]) == 2
+        assert main(["info", "--model", str(finished_run)]) == 2
         assert "sha256 does not match" in capsys.readouterr().err
         code = main(
-            ["generate", "--ckpt", str(finished_run), "--prompt", "a", "--max-new-tokens", "2"]
+            ["generate", "--model", str(finished_run), "--prompt", "a", "--max-new-tokens", "2"]
         )
         assert code == 2
         assert "sha256 does not match" in capsys.readouterr().err
     finally:
         weights.write_bytes(original)
-    assert main(["info", "--ckpt", str(finished_run)]) == 0
+    assert main(["info", "--model", str(finished_run)]) == 0
 
 
 @pytest.mark.parametrize("bad", ["nan", "inf"])
 def test_generate_refuses_non_finite_temperature(finished_run, bad, capsys):
-    code = main(["generate", "--ckpt", str(finished_run), "--prompt", "a", "--temperature", bad])
+    code = main(["generate", "--model", str(finished_run), "--prompt", "a", "--temperature", bad])
     assert code == 2
     assert "temperature must be >= 0 and finite" in capsys.readouterr().err
 
@@ -151,7 +151,7 @@ def test_train_refuses_non_finite_temperature_before_training(tmp_path, capsys):
 
 
 def test_missing_local_paths_are_named(tmp_path, capsys):
-    assert main(["info", "--ckpt", str(tmp_path / "no-run")]) == 2
+    assert main(["info", "--model", str(tmp_path / "no-run")]) == 2
     assert "no such file or directory" in capsys.readouterr().err
     missing = Path(tmp_path / "no-tokenizer")
     code = main(["train", "--out", str(tmp_path / "r"), "--tokenizer", str(missing), *TINY])
