@@ -1,11 +1,11 @@
-"""CmplxBERT's planar training kernels and LoRA training path: cases the mutation run found
-untested (docs/testing.md).
+"""CmplxBERT's planar training kernels and LoRA training path against their formulas written
+with complex float64 tensors (and the gradients by autograd of those composed ops).
 
-Each test checks numbers against the formula written with complex float64 tensors (and its
-gradients by autograd of those composed ops): softmax(|s·Q·Kᴴ| + bias)·V from the planar
-(B, T, 2, 3, H, d) projections with and without autograd and a workspace, the complex
-LayerNorm on planar rows in every branch of planar_norm, the scalar-whitened norm with only
-some of its inputs trainable, and |z| of planar rows.
+Covered: softmax(|s·Q·Kᴴ| + bias)·V from the planar (B, T, 2, 3, H, d) projections with and
+without autograd and a workspace; the complex LayerNorm on planar rows in every branch of
+planar_norm; the scalar-whitened norm with only some of its inputs trainable; |z| of planar
+rows; and the LoRA training path (adapter dropout, rank-zero, frozen and merged layers, the
+input width, the device of every column, rows with one to three leading dimensions).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Complex LoRA layers: cases the mutation run found untested (docs/testing.md).
+"""Complex LoRA layers at their edges: ranks of zero and one, distinct ranks, other dtypes
+and devices, the messages and defaults, the cache policy and the adapters' initialisation.
 
-Each test checks numbers against y = (W + s·A·Bᴴ)·x + (b + b_c), or the table E + s·A·Bᴴ,
+The numbers are checked against y = (W + s·A·Bᴴ)·x + (b + b_c), or the table E + s·A·Bᴴ,
 written with complex float64 tensors: the planar rows of the embedding for a rank of one,
 1-D and 3-D indices and adapters wider than the base; the inference path of
 planar_lora_linear with inputs of another dtype than the layers, a lone rank-0 layer and
