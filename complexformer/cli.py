@@ -96,16 +96,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from ._runtime import cpu_settings
     from .artifacts import load_artifact
 
+    prompt = args.prompt
+    if args.prompt_file is not None:
+        path = Path(args.prompt_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"prompt file {path} not found")
+        prompt = path.read_text(encoding="utf-8")
     with cpu_settings(args.threads):
         artifact = load_artifact(args.model)
-        if args.prompt_file is not None:
-            path = Path(args.prompt_file)
-            if not path.is_file():
-                raise FileNotFoundError(f"prompt file {path} not found")
-            prompt = path.read_text(encoding="utf-8")
-        elif args.prompt is not None:
-            prompt = args.prompt
-        else:
+        if prompt is None:
             prompt = artifact.default_prompt()
         sampling = (args.max_new_tokens, args.temperature, args.top_p, args.top_k)
         for i in range(args.num_samples):
@@ -206,8 +205,7 @@ def _add_train_parser(sub, fmt) -> None:
     t.add_argument(
         "--preset",
         default="tiny",
-        choices=tuple(PRESETS),
-        help="named model configuration (listed below; default tiny)",
+        help=f"named model configuration: {', '.join(PRESETS)} (listed below; default tiny)",
     )
     t.add_argument(
         "--data",

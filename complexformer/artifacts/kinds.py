@@ -34,7 +34,7 @@ def detect_kind(path: str | os.PathLike) -> str:
     """
     p = Path(path)
     if not p.exists():
-        raise FileNotFoundError(f"{p} does not exist")
+        raise FileNotFoundError(f"{p} does not exist: no such file or directory")
     if not p.is_dir():
         raise FileNotFoundError(f"{p} is a file; an artifact is a folder")
     if is_export_dir(p):

@@ -292,7 +292,8 @@ def run_study(
         refs["real BERT"] = _summary(real, "real")
         refs["real LoRA"] = _summary(real, "real-lora")
         real_mode = cfg.finetune_config(
-            rank=cfg.lora.r, attention_score="real", head_output="real", whiten="scalar"
+            lora=ComplexLoRAConfig(r=cfg.lora.r),
+            model=CmplxBertConfig(attention_score="real", head_output="real", whiten="scalar"),
         )
         res = finetune(cfg.base, real_mode, out / "finetune" / "real-mode", log)
         refs["CmplxBERT, real mode, no MLM"] = _summary(res, "cmplxbert")

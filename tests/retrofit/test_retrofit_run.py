@@ -38,6 +38,11 @@ def corpus(tmp_path_factory):
     return write_corpus(tmp_path_factory.mktemp("corpus"), n_lines=800)
 
 
+def _fresh_modules(run):
+    model, _, _ = load_adaptation(run)
+    return [layer.self_attn for layer in model.model.layers]
+
+
 def _fresh(base_dir):
     return transformers.AutoModelForCausalLM.from_pretrained(base_dir).eval()
 
@@ -193,7 +198,15 @@ def test_command_line_retrofit_generate_evaluate(base_dir, corpus, tmp_path, cap
                  "test"]) == 2  # fmt: skip
     assert "cut into chunks of 32 KiB" in capsys.readouterr().err
     assert main(["evaluate", "--model", str(out), "--suite", "text"]) == 2
-    assert "--suite ppl" in capsys.readouterr().err
+    assert "retrofit" in capsys.readouterr().err
+    assert main(["info", "--model", str(out), "--json"]) == 0  # info and export: every kind
+    info = json.loads(capsys.readouterr().out)
+    assert info["kind"] == "retrofit" and info["config"]["base"] == str(base_dir)
+    n_adapt = sum(m.cmha_delta.numel() + m.cmha_bias.numel() for m in _fresh_modules(out))
+    assert info["parameters"]["adaptation"] == n_adapt
+    assert main(["export", "--model", str(out), "--out", str(tmp_path / "exp")]) == 2
+    assert "is a retrofit adaptation" in capsys.readouterr().err
+    assert not (tmp_path / "exp").exists()
     with pytest.raises(SystemExit):
         main(["retrofit", "--base", str(base_dir), "--out", str(tmp_path / "x"), "--train", "all"])
     assert "invalid choice: 'all'" in capsys.readouterr().err
