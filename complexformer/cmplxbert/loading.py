@@ -20,18 +20,15 @@ import contextlib
 import importlib.util
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
-from complexformer._atomic import atomic_write_text
+from complexformer._atomic import atomic_dir, atomic_write_text
 from complexformer._optional import require
 from complexformer._paths import require_local_or_hub
-from complexformer.training.checkpoint import make_temp_dir
-from complexformer.training.rundir import replace_dir
 
 from .complexify import complexify
 from .config import split_config_dict, split_overrides
@@ -217,9 +214,7 @@ def save_cmplxbert(
         extra: more JSON fields for ``cmplxbert.json`` (e.g. ``max_len``, ``labels``).
     """
     final = Path(directory)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = make_temp_dir(final.parent, f".tmp-{final.name}-")
-    try:
+    with atomic_dir(final) as tmp:
         save_adapters(model, tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(tmp))
@@ -235,10 +230,6 @@ def save_cmplxbert(
             **(extra or {}),
         }
         atomic_write_text(tmp / CMPLXBERT_FILE, json.dumps(meta, indent=2) + "\n")
-        replace_dir(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return final
 
 

@@ -16,10 +16,7 @@ by :func:`~complexformer.data.cache.cache_root` (argument, ``$COMPLEXFORMER_CACH
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +25,7 @@ from typing import Any
 from tokenizers import Tokenizer as _TkTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
+from .._atomic import atomic_dir
 from .cache import cache_subdir, hash_strings
 from .corpus import Corpus
 from .tokenizer import EOT_TOKEN, META_FILE, Tokenizer, load_tokenizer
@@ -157,19 +155,13 @@ def train_or_load_bpe(
         length=corpus.stats["train"].n_docs,
         show_progress=show_progress,
     )
-    # Save into a temporary sibling, then rename it into place (atomic on one filesystem).
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    # Save into a temporary sibling that then replaces the cache directory (atomic_dir).
     try:
-        tok.save(tmp)
-        try:
-            os.replace(tmp, path)
-        except OSError:
-            if not (path / META_FILE).is_file():  # not a concurrent writer that won: retry
-                shutil.rmtree(path, ignore_errors=True)
-                os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(tmp)
+        with atomic_dir(path) as tmp:
+            tok.save(tmp)
+    except OSError:
+        if not (path / META_FILE).is_file():  # not a concurrent writer that won
+            raise
     if log is not None:
         log(f"tokenizer: vocab {tok.vocab_size}, cached at {path}")
     return BPEResult(tok, path, trained=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .._atomic import atomic_write_text
+from .._atomic import atomic_dir, atomic_write_text
 from .._manifest import verify_manifest, write_manifest
-from ..training.rundir import make_temp_dir, replace_dir
 from .build import load_base, prepare_model
 from .config import RetrofitConfig
 from .convert import cmha_modules
@@ -100,9 +98,7 @@ def save_adaptation(
     if not cmha_modules(model):
         raise ValueError("save_adaptation: the model is not converted (see to_cmha)")
     final = Path(directory)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = make_temp_dir(final.parent, f".tmp-{final.name}-")
-    try:
+    with atomic_dir(final) as tmp:
         tensors = adaptation_tensors(model)
         save_file(tensors, str(tmp / ADAPTATION_FILE), metadata={"format": "pt"})
         meta = {
@@ -120,10 +116,6 @@ def save_adaptation(
             tokenizer.save_pretrained(str(tmp / "tokenizer"))
             files += [f"tokenizer/{f.name}" for f in sorted((tmp / "tokenizer").iterdir())]
         write_manifest(tmp, files, kind="cmha-adaptation")
-        replace_dir(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return final
 
 
