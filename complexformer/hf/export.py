@@ -16,24 +16,21 @@ export leaves no partial directory under the final name.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from tokenizers import Tokenizer as TkTokenizer
 from transformers import PreTrainedTokenizerFast
 
-from .._atomic import atomic_write_text
+from .._atomic import atomic_dir, atomic_write_text
 from .._manifest import MANIFEST, write_manifest
 from ..data.tokenizer import META_FILE as TOKENIZER_META
 from ..data.tokenizer import Tokenizer
+from ..lm import load_run
 from ..models.config import HF_NAMES, GPTConfig
 from ..models.lm import ComplexFormerLM
-from ..training import load_run
 from .configuration_complexformer import POS_SCHEMES, ComplexFormerConfig
 from .modeling_complexformer import ComplexFormerForCausalLM
 
@@ -127,17 +124,6 @@ def _check_target(out: Path) -> None:
         )
 
 
-def _move_into_place(tmp: Path, out: Path) -> None:
-    """Rename ``tmp`` to ``out``; a previous export (or an empty directory) is replaced."""
-    if not out.exists():
-        os.replace(tmp, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-    os.replace(out, old / out.name)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def save_hf(
     model: ComplexFormerLM,
     tokenizer: Tokenizer | None,
@@ -164,9 +150,7 @@ def save_hf(
     out = Path(out)
     _check_target(out)
     hf = to_hf_model(model, tokenizer)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with atomic_dir(out) as tmp:
         hf.save_pretrained(tmp)  # config.json with auto_map, weights, generation config, code
         if tokenizer is not None:
             hf_tokenizer(tokenizer, model.config.max_seq_len).save_pretrained(tmp)
@@ -174,11 +158,6 @@ def save_hf(
             atomic_write_text(tmp / TOKENIZER_META, json.dumps(meta, indent=2) + "\n")
         files = sorted(p.name for p in tmp.iterdir() if p.is_file())
         write_manifest(tmp, files, kind=EXPORT_KIND, source=source)
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private
-        _move_into_place(tmp, out)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(tmp)
     return out
 
 
@@ -186,7 +165,7 @@ def export_run(ckpt: str | os.PathLike, out: str | os.PathLike, device: str = "c
     """Export a run, checkpoint or saved model directory (with its tokenizer) to ``out``.
 
     Args:
-        ckpt: anything :func:`~complexformer.training.load_run` accepts.
+        ckpt: anything :func:`~complexformer.lm.load_run` accepts.
         out: the target directory (see :func:`save_hf`).
         device: where to load the model.
 

@@ -1,23 +1,21 @@
-"""Training: config, AdamW + schedule, checkpoints, DDP helpers, the loop, run loading, plots.
+"""Training: config, AdamW + schedule, checkpoints, DDP helpers, the loop, plots.
 
-Typical use::
+The loop knows tasks, not models: a :class:`TrainTask` supplies the data, the model, the loss
+and the final save, and :func:`train_task` runs it::
 
-    from complexformer.models import preset_config
-    from complexformer.training import TrainConfig, load_run, train
+    from complexformer.training import TrainConfig, train_task
 
-    summary = train(preset_config("tiny"), TrainConfig(out_dir="runs/tiny", max_steps=2000))
-    run = load_run("runs/tiny")          # model, tokenizer, metadata
+    summary = train_task(task, TrainConfig(out_dir="runs/x", max_steps=2000))
 
-The same script runs data-parallel under ``torchrun --nproc_per_node N`` (see :mod:`.dist`);
-``python -m complexformer.training`` is a small torchrun-friendly entry point.
+The language model's task and its runs are in :mod:`complexformer.lm` (``lm.train``,
+``lm.load_run``). The same script runs data-parallel under ``torchrun --nproc_per_node N``
+(see :mod:`.dist`).
 
 Modules: :mod:`.config` (:class:`TrainConfig`), :mod:`.optim` (parameter groups, schedule),
 :mod:`.checkpoint` (atomic safetensors + JSON checkpoints), :mod:`.dist` (torchrun/DDP),
 :mod:`.evaluate` (perplexity), :mod:`.metrics` (``metrics.jsonl``, TensorBoard),
-:mod:`.loop` (:func:`train`, :func:`train_task`), :mod:`.task` (what is trained:
-:class:`LMTask`, the :class:`TrainTask` interface),
-:mod:`.rundir` (run-directory safety, atomic saves),
-:mod:`.run` (:func:`load_run`), :mod:`.plot` (loss curves).
+:mod:`.loop` (:func:`train_task`, :class:`Trainer`), :mod:`.task` (the :class:`TrainTask`
+interface), :mod:`.rundir` (run-directory safety and lock), :mod:`.plot` (loss curves).
 """
 
 from .checkpoint import (
@@ -33,21 +31,18 @@ from .checkpoint import (
 from .config import TrainConfig
 from .dist import DistInfo, setup_distributed
 from .evaluate import evaluate_perplexity
-from .loop import StepStats, Trainer, train, train_task
+from .loop import StepStats, Trainer, train_task
 from .metrics import METRICS_FILE, MetricsLogger
 from .optim import build_optimizer, build_scheduler, decay_split, lr_at, lr_factor, param_groups
 from .plot import plot_loss_curves, read_metrics
-from .run import LoadedRun, find_run_dir, load_run
-from .rundir import RunExistsError, save_final_model
-from .task import LMTask, StepLoss, TrainTask
+from .rundir import RunExistsError
+from .task import StepLoss, TrainTask
 
 __all__ = [
     "METRICS_FILE",
     "Checkpoint",
     "CheckpointError",
     "DistInfo",
-    "LMTask",
-    "LoadedRun",
     "MetricsLogger",
     "RunExistsError",
     "StepLoss",
@@ -58,10 +53,8 @@ __all__ = [
     "decay_split",
     "evaluate_perplexity",
     "find_latest_checkpoint",
-    "find_run_dir",
     "list_checkpoints",
     "load_checkpoint",
-    "load_run",
     "lr_at",
     "lr_factor",
     "param_groups",
@@ -69,9 +62,7 @@ __all__ = [
     "prune_checkpoints",
     "read_metrics",
     "save_checkpoint",
-    "save_final_model",
     "setup_distributed",
-    "train",
     "StepStats",
     "Trainer",
     "train_task",

@@ -10,23 +10,21 @@ A checkpoint is a directory ``<out_dir>/checkpoints/step_{step:07d}/`` holding:
 * ``manifest.json`` -- written last: format, step and the sha256 and size of every other
   file.
 
-Nothing is pickled. A checkpoint is written into a temporary sibling directory
-(``.tmp-step_...``), every file and the directory are fsynced, and only then is it renamed
-to its final name with :func:`os.replace`; so a crash leaves either the complete checkpoint or
-no ``step_*`` directory at all. :func:`verify_checkpoint` re-hashes the files against the
-manifest, so a truncated or corrupted checkpoint (disk full, copy cut short, bit rot) is
-detected and :func:`find_latest_checkpoint` falls back to the previous good one.
+Nothing is pickled. A checkpoint is written with :func:`complexformer._atomic.atomic_dir`:
+into a temporary sibling directory (``.tmp-step_...``), every file and the directory are
+fsynced, and only then is it renamed to its final name; so a crash leaves either the complete
+checkpoint or no new ``step_*`` directory at all. :func:`verify_checkpoint` re-hashes the files
+against the manifest, so a truncated or corrupted checkpoint (disk full, copy cut short, bit
+rot) is detected and :func:`find_latest_checkpoint` falls back to the previous good one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
 import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +35,9 @@ import torch
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
-from .._atomic import atomic_write_text
+from .._atomic import atomic_dir
+from .._config import ConfigBase
 from .._manifest import FORMAT, MANIFEST, verify_manifest, write_manifest
-from ..models.config import GPTConfig
-from ..models.lm import ComplexFormerLM
 from .config import TrainConfig
 
 __all__ = [
@@ -49,14 +46,11 @@ __all__ = [
     "MANIFEST",
     "Checkpoint",
     "CheckpointError",
-    "atomic_write_text",
     "capture_rng_state",
     "find_latest_checkpoint",
     "list_checkpoints",
     "load_checkpoint",
-    "make_temp_dir",
     "prune_checkpoints",
-    "remove_stale_temporaries",
     "restore_rng_state",
     "save_checkpoint",
     "step_dir_name",
@@ -69,8 +63,6 @@ MODEL_FILE = "model.safetensors"
 OPTIM_FILE = "optimizer.safetensors"
 RNG_FILE = "rng.safetensors"
 _STEP_RE = re.compile(r"^step_(\d{7,})$")
-_TMP_PREFIX = ".tmp-"
-_OLD_PREFIX = ".old-"
 
 
 class CheckpointError(ValueError):
@@ -83,49 +75,22 @@ def step_dir_name(step: int) -> str:
 
 
 # ----------------------------------------------------------------------------- file helpers
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):  # not supported on every platform / filesystem
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def make_temp_dir(parent: str | os.PathLike, prefix: str) -> Path:
-    """``tempfile.mkdtemp`` in ``parent`` with ordinary ``0o755`` permissions (not ``0o700``)."""
-    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    os.chmod(tmp, 0o755)
-    return tmp
-
-
 def _write_json(path: Path, obj: Any) -> None:
     with open(path, "w", encoding="utf-8") as f:
         json.dump(obj, f, indent=1, sort_keys=True)
         f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _save_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
-
     save_file(
         {k: v.detach().cpu().contiguous() for k, v in tensors.items()},
         str(path),
         metadata={"format": "pt"},
     )
-    _fsync_file(path)
 
 
 def _save_model(path: Path, model: nn.Module) -> None:
-
     save_model(model, str(path), metadata={"format": "pt"})
-    _fsync_file(path)
 
 
 # ------------------------------------------------------------------------------- RNG state
@@ -205,13 +170,13 @@ def save_checkpoint(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
-    model_config: GPTConfig | dict[str, Any],
+    model_config: ConfigBase | dict[str, Any],
     train_config: TrainConfig,
     rng: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
     extra: dict[str, Any] | None = None,
     model_tensors: dict[str, torch.Tensor] | None = None,
 ) -> Path:
-    """Write ``root/step_{step:07d}`` atomically (temporary directory, fsync, rename).
+    """Write ``root/step_{step:07d}`` atomically (:func:`~complexformer._atomic.atomic_dir`).
 
     An existing checkpoint of the same step is replaced only once the new one is complete.
 
@@ -233,11 +198,8 @@ def save_checkpoint(
         The final checkpoint directory.
     """
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    name = step_dir_name(step)
-    final = root / name
-    tmp = make_temp_dir(root, f"{_TMP_PREFIX}{name}-")
-    try:
+    final = root / step_dir_name(step)
+    with atomic_dir(final) as tmp:
         if model_tensors is None:
             _save_model(tmp / MODEL_FILE, model)
         else:
@@ -265,18 +227,6 @@ def save_checkpoint(
             raise TypeError(f"checkpoint state is not JSON-serialisable: {e}") from None
         _write_json(tmp / STATE, state)
         write_manifest(tmp, (MODEL_FILE, OPTIM_FILE, RNG_FILE, STATE), step=step)
-        _fsync_dir(tmp)
-        if final.exists():  # same step saved again (e.g. after a resume): swap it out
-            old = make_temp_dir(root, f"{_OLD_PREFIX}{name}-")
-            os.replace(final, old / name)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-        _fsync_dir(root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return final
 
 
@@ -294,18 +244,6 @@ def list_checkpoints(root: str | os.PathLike) -> list[tuple[int, Path]]:
         if m and p.is_dir():
             out.append((int(m.group(1)), p))
     return sorted(out)
-
-
-def remove_stale_temporaries(root: str | os.PathLike) -> list[Path]:
-    """Delete ``.tmp-*``/``.old-*`` directories left under ``root`` by an interrupted save."""
-    root = Path(root)
-    removed = []
-    if root.is_dir():
-        for p in root.iterdir():
-            if p.is_dir() and p.name.startswith((_TMP_PREFIX, _OLD_PREFIX)):
-                shutil.rmtree(p, ignore_errors=True)
-                removed.append(p)
-    return removed
 
 
 def prune_checkpoints(root: str | os.PathLike, keep_last: int) -> list[Path]:
@@ -371,17 +309,14 @@ class Checkpoint:
     Attributes:
         path: the ``step_*`` directory.
         step: completed optimizer updates.
-        state: the parsed ``state.json``.
+        state: the parsed ``state.json``; ``state["model_config"]`` is the task's model
+            configuration as JSON (the task builds the model and loads the weights into it
+            with :meth:`load_model_into`).
     """
 
     path: Path
     step: int
     state: dict[str, Any]
-
-    @property
-    def model_config(self) -> GPTConfig:
-        """The model configuration."""
-        return GPTConfig.from_dict(self.state["model_config"])
 
     @property
     def train_config(self) -> TrainConfig:
@@ -390,28 +325,18 @@ class Checkpoint:
 
     def load_model_into(self, model: nn.Module, device: str | torch.device = "cpu") -> None:
         """Load the weights into ``model`` (strict; tied weights handled)."""
-
         f = self.path / MODEL_FILE
         try:
             load_model(model, str(f), strict=True, device=str(device))
         except Exception as e:  # safetensors raises several types for damaged files
             raise CheckpointError(f"cannot load model weights from {f}: {e}") from None
 
-    def build_model(self, device: str | torch.device = "cpu") -> nn.Module:
-        """A :class:`~complexformer.models.ComplexFormerLM` with the checkpoint's weights."""
-
-        model = ComplexFormerLM(self.model_config)
-        self.load_model_into(model, device)
-        return model.to(device)
-
     def optimizer_state_dict(self) -> dict[str, Any]:
         """The optimizer ``state_dict`` (tensors on CPU)."""
-
         return _unflatten_optimizer(load_file(str(self.path / OPTIM_FILE)), self.state["optimizer"])
 
     def rng_state(self, rank: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
         """Rank ``rank``'s RNG state, or None if the checkpoint has no such rank."""
-
         if rank >= len(self.state.get("rng", [])):
             return None
         prefix = f"rank{rank}."

@@ -1,9 +1,10 @@
-"""The training loop: :func:`train` does a whole run, on one process or under torchrun (DDP).
+"""The training loop: :func:`train_task` does a whole run of a task, on one process or under
+torchrun (DDP).
 
-One call prepares the data (corpus, tokenizer, token caches -- on rank 0 first, then the other
-ranks load the caches), builds the model, trains with AdamW, gradient accumulation, gradient
-clipping and optional bf16 autocast / ``torch.compile``, evaluates, logs, checkpoints, and
-saves the final model. See :func:`train` for the run-directory layout.
+One call has the task prepare its data (on rank 0 first, then the other ranks load the
+caches) and build its model, trains with AdamW, gradient accumulation, gradient clipping and
+optional bf16 autocast / ``torch.compile``, evaluates, logs, checkpoints, and has the task save
+the final model. See :func:`train_task` for the run-directory layout.
 
 Step numbering: ``step`` counts completed optimizer updates (1 is the first). Update ``s``
 trains on the global batch ``BlockSampler.batch(s - 1)`` -- a pure function of the seed and
@@ -29,17 +30,15 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm.auto import tqdm
 
+from .._atomic import atomic_write_text, remove_stale_temporaries
 from .._runtime import cpu_settings
 from ..data import BlockSampler
-from ..models.config import GPTConfig
 from .checkpoint import (
     CHECKPOINTS_DIR,
-    atomic_write_text,
     capture_rng_state,
     find_latest_checkpoint,
     load_checkpoint,
     prune_checkpoints,
-    remove_stale_temporaries,
     restore_rng_state,
     save_checkpoint,
 )
@@ -56,9 +55,9 @@ from .metrics import METRICS_FILE, MetricsLogger, check_tensorboard
 from .optim import build_optimizer, build_scheduler
 from .plot import plot_loss_curves
 from .rundir import check_out_dir, clear_run, run_lock
-from .task import LMTask, TrainTask
+from .task import TrainTask
 
-__all__ = ["DATA_STREAM_FIELDS", "StepStats", "Trainer", "train", "train_task"]
+__all__ = ["DATA_STREAM_FIELDS", "StepStats", "Trainer", "train_task"]
 
 #: TrainConfig fields that define the data stream; a resumed run must not change them.
 DATA_STREAM_FIELDS = ("data", "tokenizer", "vocab_size", "text_field", "seed", "batch_size")
@@ -78,8 +77,8 @@ def _seed_all(seed: int) -> None:
     random.seed(seed)
 
 
-def train(
-    model_config: GPTConfig,
+def train_task(
+    task: TrainTask,
     train_config: TrainConfig,
     *,
     resume: bool = False,
@@ -87,37 +86,33 @@ def train(
     log: Callable[[str], Any] | None = print,
     callback: Callable[[dict[str, Any]], Any] | None = None,
 ) -> dict[str, Any]:
-    """Train a :class:`~complexformer.models.ComplexFormerLM` from scratch or from a checkpoint.
+    """Train ``task`` from scratch or from a checkpoint, on one process or under torchrun.
 
     Works unchanged under ``torchrun --nproc_per_node N`` (DDP; ``gloo`` on CPU, ``nccl`` on
     GPU): rank ``r`` trains on its slice of each global batch of ``batch_size`` sequences,
     metric sums are all-reduced, and only rank 0 logs and writes files.
 
-    The model's ``vocab_size`` is set to the tokenizer's; its ``max_seq_len`` is the training
-    context: each sequence is a block of ``max_seq_len`` tokens fed as ``model(block,
-    labels=block)`` (``max_seq_len - 1`` next-token predictions).
-
     Run directory (``train_config.out_dir``)::
 
-        config.json            model config (vocab_size from the tokenizer)
         train_config.json      training config
-        tokenizer/             Tokenizer.save
         metrics.jsonl          one JSON row per logged step
         checkpoints/step_0000500/   model/optimizer/rng .safetensors, state.json, manifest.json
-        model/                 final model (save_pretrained: config.json, model.safetensors)
+        model/                 final model (written by the task's ``save_final``)
         summary.json           final metrics
         loss.png               train and validation loss curves (needs matplotlib)
         tensorboard/           with tensorboard=True
 
+    plus what the task writes itself (``write_run_files``: its configuration, tokenizer ...).
+
     Args:
-        model_config: the model configuration (``vocab_size`` is replaced).
+        task: what to train (:class:`~complexformer.training.task.TrainTask`).
         train_config: the training configuration.
         resume: continue from the newest intact checkpoint in ``out_dir`` (damaged ones are
             skipped with a warning); with no checkpoint at all, start fresh. A resumed run
             reproduces the losses of an uninterrupted one exactly.
         overwrite: delete an existing run in ``out_dir`` (its checkpoints, model, metrics,
             tokenizer, ...) and start over. Without it, an ``out_dir`` holding checkpoints or a
-            final model raises :class:`RunExistsError`.
+            final model raises :class:`~complexformer.training.rundir.RunExistsError`.
         log: message sink (rank 0 only); None for silence.
         callback: called on every rank after each update (after its metrics and checkpoint
             are written) with ``{"step", "train_loss", "lr", "grad_norm", "row"}`` (``row``:
@@ -138,31 +133,6 @@ def train(
         CheckpointError: ``resume=True`` but every checkpoint is damaged.
         ValueError: inconsistent settings (batch size vs world size, a resumed run with a
             different model or data stream, too few training tokens, ...).
-    """
-    return train_task(
-        LMTask(model_config),
-        train_config,
-        resume=resume,
-        overwrite=overwrite,
-        log=log,
-        callback=callback,
-    )
-
-
-def train_task(
-    task: TrainTask,
-    train_config: TrainConfig,
-    *,
-    resume: bool = False,
-    overwrite: bool = False,
-    log: Callable[[str], Any] | None = print,
-    callback: Callable[[dict[str, Any]], Any] | None = None,
-) -> dict[str, Any]:
-    """Run the training loop on any :class:`~complexformer.training.task.TrainTask`.
-
-    :func:`train` is ``train_task(LMTask(model_config), ...)``; the run directory, resume,
-    DDP, checkpoint and return-value contract are the same as described there, except that
-    the task writes its own configuration, tokenizer and final model.
     """
     trainer = Trainer(
         task, train_config, resume=resume, overwrite=overwrite, log=log, callback=callback

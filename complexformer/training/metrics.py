@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._atomic import atomic_write_text
 from .._optional import require
-from .checkpoint import atomic_write_text
 from .plot import read_metrics
 
 __all__ = ["METRICS_FILE", "MetricsLogger"]

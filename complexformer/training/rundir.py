@@ -1,4 +1,4 @@
-"""The run directory: what a run writes, refusing to clobber a run, atomic directory saves."""
+"""The run directory: what a run writes, refusing to clobber a run, its lock."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..data import Tokenizer
-from ..models.lm import ComplexFormerLM
-from .checkpoint import CHECKPOINTS_DIR, list_checkpoints, make_temp_dir
+from .checkpoint import CHECKPOINTS_DIR, list_checkpoints
 from .metrics import METRICS_FILE
 
 __all__ = [
@@ -24,10 +22,7 @@ __all__ = [
     "RunLockedError",
     "check_out_dir",
     "clear_run",
-    "replace_dir",
     "run_lock",
-    "save_final_model",
-    "save_tokenizer",
 ]
 
 #: The run's default sample prompt: the start of a validation document of its corpus.
@@ -145,42 +140,3 @@ def clear_run(out: Path) -> None:
             shutil.rmtree(p)
         elif p.exists():
             p.unlink()
-
-
-def replace_dir(tmp: Path, final: Path) -> None:
-    """Move the complete directory ``tmp`` onto ``final`` (replacing it once ``tmp`` is done)."""
-    if final.exists():
-        old = make_temp_dir(final.parent, f".old-{final.name}-")
-        os.replace(final, old / final.name)
-        os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, final)
-
-
-def save_final_model(model: ComplexFormerLM, directory: str | os.PathLike) -> Path:
-    """``model.save_pretrained`` into a temporary sibling, then rename it onto ``directory``."""
-    final = Path(directory)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = make_temp_dir(final.parent, f".tmp-{final.name}-")
-    try:
-        model.save_pretrained(tmp)
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-        replace_dir(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final
-
-
-def save_tokenizer(tok: Tokenizer, directory: Path) -> None:
-    """``tok.save`` into a temporary sibling, then rename it onto ``directory``."""
-    tmp = make_temp_dir(directory.parent, ".tmp-tokenizer-")
-    try:
-        tok.save(tmp)
-        replace_dir(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

@@ -3,9 +3,10 @@ the validation metric and the final save; :func:`~complexformer.training.train_t
 everything else (optimizer, schedule, accumulation, clipping, DDP, checkpoints, exact resume,
 metrics, progress).
 
-:class:`LMTask` is the ComplexFormer language model (next-token loss plus PCL);
-:class:`complexformer.cmplxbert.mlm.MLMTask` is continued masked-language-model pre-training of a
-complexified BERT.
+The tasks live with their models: :class:`complexformer.lm.LMTask` is the ComplexFormer
+language model (next-token loss plus PCL), :class:`complexformer.cmplxbert.mlm.MLMTask` is
+continued masked-language-model pre-training of a complexified BERT,
+:class:`complexformer.retrofit.RetrofitTask` adapts CMHA in a pre-trained model.
 """
 
 from __future__ import annotations
@@ -19,35 +20,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data import EvalBlocks, Tokenizer, get_tokenizer, load_corpus, load_token_splits
-from ..data.tokenizer import META_FILE as TOKENIZER_META
-from ..models.config import GPTConfig
-from ..models.lm import ComplexFormerLM
-from ..models.report import format_parameter_report, parameter_report
-from .checkpoint import atomic_write_text
+from ..data import EvalBlocks
 from .config import TrainConfig
-from .dist import DistInfo, rank0_first
+from .dist import DistInfo
 from .evaluate import evaluate_perplexity
-from .run import load_run
-from .rundir import save_final_model, save_tokenizer
 
-__all__ = ["LMTask", "StepLoss", "TrainTask"]
-
-#: GPTConfig fields that ``init_from`` may change: they do not define the weights' shapes
-#: (the initialisation of δ is overwritten by the loaded weights).
-_NOT_SHAPE = frozenset(
-    {
-        "dropout",
-        "pcl",
-        "pcl_epsilon",
-        "pcl_tau",
-        "pcl_dropout",
-        "pcl_target",
-        "pcl_reduce",
-        "delta_init",
-        "delta_init_std",
-    }
-)
+__all__ = ["StepLoss", "TrainTask"]
 
 
 @dataclass
@@ -171,108 +149,3 @@ class TrainTask:
     def load_checkpoint_into(self, model: nn.Module, ckpt: Any) -> None:
         """Load a checkpoint's model tensors into the model :meth:`build_model` made."""
         ckpt.load_model_into(model)
-
-
-class LMTask(TrainTask):
-    """Train a :class:`~complexformer.models.ComplexFormerLM`: next-token loss on blocks of
-    ``max_seq_len`` tokens (``model(block, labels=block)``), plus ``ε·L_con`` with PCL."""
-
-    def __init__(self, model_config: GPTConfig) -> None:
-        self.cfg = model_config
-        self.tokenizer: Tokenizer | None = None
-        self.init_from: str | None = None
-
-    def prepare(self, tc, out, resume, dist, log) -> None:
-        main = dist.is_main
-        mlog = log if main else None
-        self.init_from = None if resume else tc.init_from
-
-        def load() -> tuple[Tokenizer, dict[str, np.ndarray]]:
-            corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
-            run_tok = out / "tokenizer"
-            if resume and (run_tok / TOKENIZER_META).is_file():
-                tok = Tokenizer.load(run_tok)
-                if mlog:
-                    mlog(f"tokenizer: {tok!r} from {run_tok}")
-            elif tc.init_from is not None and tc.tokenizer is None:
-                tok = load_run(tc.init_from).tokenizer
-                if mlog:
-                    mlog(f"tokenizer: {tok!r} from {tc.init_from} (init_from)")
-            else:
-                tok = get_tokenizer(
-                    tc.tokenizer, corpus, vocab_size=tc.vocab_size, show_progress=main, log=mlog
-                )
-            splits = load_token_splits(corpus, tok, ("train", "val"), show_progress=main, log=mlog)
-            return tok, splits
-
-        tok, splits = rank0_first(load, dist)
-        self.tokenizer, self.train_tokens, self.val_tokens = tok, splits["train"], splits["val"]
-        if self.cfg.vocab_size != tok.vocab_size:
-            if log:
-                log(
-                    f"model: vocab_size {self.cfg.vocab_size} -> {tok.vocab_size} (the tokenizer's)"
-                )
-            self.cfg = self.cfg.replace(vocab_size=tok.vocab_size)
-        if self.cfg.max_seq_len < 2:
-            raise ValueError(f"max_seq_len must be >= 2 to train, got {self.cfg.max_seq_len}")
-
-    @property
-    def seq_tokens(self) -> int:
-        return self.cfg.max_seq_len
-
-    def config_dict(self) -> dict[str, Any]:
-        return self.cfg.to_dict()
-
-    def build_model(self) -> nn.Module:
-        model = ComplexFormerLM(self.cfg)
-        if self.init_from is not None:
-            src = load_run(self.init_from, require_tokenizer=False)
-            diff = {
-                k: (v, self.cfg.to_dict().get(k))
-                for k, v in src.model_config.to_dict().items()
-                if k not in _NOT_SHAPE and self.cfg.to_dict().get(k) != v
-            }
-            if diff:
-                raise ValueError(
-                    f"init_from {self.init_from}: the model config differs in "
-                    f"shape-defining fields (field: (init model, now)): {diff}"
-                )
-            missing, unexpected = model.load_state_dict(src.model.state_dict(), strict=False)
-            if unexpected or [k for k in missing if "pcl" not in k]:
-                raise ValueError(
-                    f"init_from {self.init_from}: weights do not fit: missing "
-                    f"{missing[:5]}, unexpected {unexpected[:5]}"
-                )
-        return model
-
-    def describe(self, model) -> str:
-        cfg = self.cfg
-        n_params = parameter_report(model)["total"]
-        return (
-            f"model: {n_params:,} parameters, pos_scheme={cfg.pos_scheme}, "
-            f"n_layer={cfg.n_layer}, d_model={cfg.d_model}, n_head={cfg.n_head}, "
-            f"max_seq_len={cfg.max_seq_len}\n"
-            + format_parameter_report(model)
-            + (
-                f"\nPCL: loss = lm_loss + {cfg.pcl_epsilon:g} * pcl_loss; pcl_loss = "
-                f"{cfg.pcl_reduce} over {cfg.n_layer} layers x (q, k) of the InfoNCE on the "
-                f"{'semantic phases θ' if cfg.pcl_target == 'theta' else 'rotated phases'} "
-                f"(tau {cfg.pcl_tau:g}, view dropout {cfg.pcl_dropout:g}); metrics.jsonl "
-                "logs pcl_loss on this scale"
-                if cfg.pcl
-                else ""
-            )
-        )
-
-    def write_run_files(self, out, fresh) -> None:
-        atomic_write_text(out / "config.json", self.cfg.to_json() + "\n")
-        if fresh or not (out / "tokenizer" / TOKENIZER_META).is_file():
-            save_tokenizer(self.tokenizer, out / "tokenizer")
-
-    def step_loss(self, model, batch, step, micro) -> StepLoss:
-        out = model(batch, labels=batch)
-        aux = {"pcl_loss": out.pcl_loss} if self.cfg.pcl and out.pcl_loss is not None else {}
-        return StepLoss(out.loss, out.lm_loss, aux)
-
-    def save_final(self, model, directory) -> None:
-        save_final_model(model, directory)

@@ -19,8 +19,9 @@ def eval_corpus_spec(tmp_path_factory) -> str:
 def make_tiny_run(tmp_path_factory, eval_corpus_spec, session_cache):
     """``make_tiny_run(pos_scheme="cmha", **model_overrides) -> run_dir``: trains (once per
     distinct argument set, 20 steps, ~2 s) a tiny model on the tiny corpus."""
+    from complexformer.lm import train
     from complexformer.models import GPTConfig
-    from complexformer.training import TrainConfig, train
+    from complexformer.training import TrainConfig
 
     made: dict[tuple, Path] = {}
 

@@ -20,7 +20,8 @@ from complexformer.evaluation.extrapolation import (
     run_extrapolation_suite,
     score_blocks,
 )
-from complexformer.training import evaluate_perplexity, load_run
+from complexformer.lm import load_run
+from complexformer.training import evaluate_perplexity
 
 T = 64  # max_seq_len of the tiny runs
 

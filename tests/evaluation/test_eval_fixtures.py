@@ -1,6 +1,6 @@
 """The shared tiny run loads and has a tokenizer (the other evaluation tests build on it)."""
 
-from complexformer.training import load_run
+from complexformer.lm import load_run
 
 
 def test_tiny_run_loads(tiny_run):

@@ -19,8 +19,8 @@ from complexformer.evaluation.heads import (
     run_heads_suite,
     score_variants,
 )
+from complexformer.lm import load_run
 from complexformer.models import ComplexFormerLM, GPTConfig
-from complexformer.training import load_run
 
 V = 40
 

@@ -23,7 +23,7 @@ def gpt2_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run(tiny_run):
-    from complexformer.training import load_run
+    from complexformer.lm import load_run
 
     return load_run(tiny_run)
 

@@ -18,9 +18,9 @@ from complexformer.data.tokenizer import Tokenizer  # noqa: E402
 from complexformer.hf.configuration_complexformer import ComplexFormerConfig  # noqa: E402
 from complexformer.hf.export import save_hf, to_hf_model  # noqa: E402
 from complexformer.hf.modeling_complexformer import ComplexFormerForCausalLM  # noqa: E402
+from complexformer.lm import load_run  # noqa: E402
 from complexformer.models import ComplexFormerLM, GPTConfig  # noqa: E402
 from complexformer.models.config import HF_NAMES, gpt_config_from_hf  # noqa: E402
-from complexformer.training import load_run  # noqa: E402
 from tests.hf.hf_testlib import tiny_lm  # noqa: E402
 
 #: Every registered positional scheme: a new one fails here until the port implements it.

@@ -37,7 +37,7 @@ def reference(tmp_path_factory, corpus_spec, session_cache):
     Returns:
         ``(run_dir, summary)``.
     """
-    from complexformer.training import train
+    from complexformer.lm import train
 
     mp = pytest.MonkeyPatch()
     mp.setenv("COMPLEXFORMER_CACHE", str(session_cache))

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import random
+import stat
 
 import numpy as np
 import pytest
 import torch
 
 import complexformer.training.checkpoint as ckpt_mod
+from complexformer._atomic import remove_stale_temporaries
+from complexformer.lm import checkpoint_config, model_from_checkpoint
 from complexformer.models import ComplexFormerLM, GPTConfig
 from complexformer.training import (
     CheckpointError,
@@ -73,8 +77,8 @@ def test_round_trip_restores_everything(tmp_path, parts):
     ]
     expect = (torch.rand(3), np.random.rand(), random.random())
     ck = load_checkpoint(path)
-    assert ck.step == 2 and ck.model_config == cfg and ck.train_config == tc
-    model2 = ck.build_model()
+    assert ck.step == 2 and checkpoint_config(ck) == cfg and ck.train_config == tc
+    model2 = model_from_checkpoint(ck)
     for (n, a), (_, b) in zip(model.state_dict().items(), model2.state_dict().items(), strict=True):
         assert torch.equal(a, b), n
     opt2 = build_optimizer(model2, tc)
@@ -108,7 +112,7 @@ def test_crash_mid_write_leaves_previous_checkpoint(tmp_path, parts, monkeypatch
     assert [s for s, _ in list_checkpoints(root)] == [4]
     assert not any(p.name.startswith(".tmp-") for p in root.iterdir())
     assert find_latest_checkpoint(root) == root / "step_0000004"
-    load_checkpoint(root / "step_0000004").build_model()
+    model_from_checkpoint(load_checkpoint(root / "step_0000004"))
 
 
 def test_leftover_temporary_directory_is_ignored(tmp_path, parts):
@@ -118,7 +122,7 @@ def test_leftover_temporary_directory_is_ignored(tmp_path, parts):
     partial.mkdir()
     (partial / "model.safetensors").write_bytes(b"\0" * 10)
     assert find_latest_checkpoint(root) == root / "step_0000004"
-    assert ckpt_mod.remove_stale_temporaries(root) == [partial]
+    assert remove_stale_temporaries(root) == [partial]
 
 
 def test_resaving_a_step_replaces_it(tmp_path, parts):
@@ -169,3 +173,14 @@ def test_all_checkpoints_damaged_is_a_clear_error(tmp_path, parts):
     with pytest.raises(CheckpointError, match="no intact checkpoint"):
         find_latest_checkpoint(root, log=None)
     assert find_latest_checkpoint(tmp_path / "empty", log=None) is None
+
+
+def test_checkpoint_files_follow_the_umask(tmp_path, parts):
+    old = os.umask(0o022)
+    try:
+        path = save(tmp_path / "ck", 2, parts)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o755
+    for f in path.iterdir():
+        assert stat.S_IMODE(f.stat().st_mode) == 0o644, f.name

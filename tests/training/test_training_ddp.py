@@ -1,5 +1,5 @@
-"""Two-process gloo DDP: same losses as one process with the same global batch; its
-checkpoints resume in a single process."""
+"""Two-process gloo DDP (``complexformer train`` under torchrun's environment): same losses as
+one process with the same global batch; its checkpoints resume in a single process."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import pytest
 import torch
 import torch.distributed as tdist
 
+from complexformer.lm import load_run, train
 from complexformer.models import GPTConfig
-from complexformer.training import TrainConfig, load_run, read_metrics, train
+from complexformer.training import TrainConfig, read_metrics
 from tests.training.training_testlib import REFERENCE_MODEL, REFERENCE_TRAIN
 
 pytestmark = pytest.mark.skipif(
@@ -29,7 +30,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(world: int, model_json, train_json, timeout=240):
+def train_command(model: dict, train: dict, out, data: str) -> list[str]:
+    """``python -m complexformer train`` with the tiny preset set to ``model`` and ``train``."""
+    sets = [f"{k}={json.dumps(v)}" for k, v in model.items()]  # vocab_size: the model's
+    sets += [f"{k}={json.dumps(v)}" for k, v in train.items() if k != "vocab_size"]
+    cmd = [sys.executable, "-m", "complexformer", "train", "--preset", "tiny", "--out", str(out)]
+    cmd += ["--data", data, "--vocab-size", str(train["vocab_size"]), "--sample-tokens", "0"]
+    for item in sets:
+        cmd += ["--set", item]
+    return cmd
+
+
+def launch(world: int, cmd: list[str], timeout=240):
     port = free_port()
     procs = []
     for rank in range(world):
@@ -44,15 +56,6 @@ def launch(world: int, model_json, train_json, timeout=240):
             OMP_NUM_THREADS="1",
             GLOO_SOCKET_IFNAME="lo",
         )
-        cmd = [
-            sys.executable,
-            "-m",
-            "complexformer.training",
-            "--model-config",
-            str(model_json),
-            "--train-config",
-            str(train_json),
-        ]
         procs.append(
             subprocess.Popen(
                 cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -78,11 +81,7 @@ def step_losses(run_dir):
 def test_two_process_gloo_matches_one_process(reference, corpus_spec, tmp_path):
     ref_out, ref_summary = reference
     out = tmp_path / "ddp"
-    (tmp_path / "m.json").write_text(json.dumps(REFERENCE_MODEL))
-    (tmp_path / "t.json").write_text(
-        json.dumps({**REFERENCE_TRAIN, "out_dir": str(out), "data": corpus_spec})
-    )
-    outputs = launch(2, tmp_path / "m.json", tmp_path / "t.json")
+    outputs = launch(2, train_command(REFERENCE_MODEL, REFERENCE_TRAIN, out, corpus_spec))
     assert "done: 12 steps" in outputs[0]
     assert "done:" not in outputs[1]  # only rank 0 logs
 
@@ -130,11 +129,7 @@ def test_two_process_gloo_pcl_matches_one_process(corpus_spec, tmp_path):
     one = tmp_path / "one"
     train(GPTConfig(**model), TrainConfig(out_dir=str(one), data=corpus_spec, **short), log=None)
     out = tmp_path / "ddp"
-    (tmp_path / "m.json").write_text(json.dumps(model))
-    (tmp_path / "t.json").write_text(
-        json.dumps({**short, "out_dir": str(out), "data": corpus_spec})
-    )
-    launch(2, tmp_path / "m.json", tmp_path / "t.json")
+    launch(2, train_command(model, short, out, corpus_spec))
     got, want = step_losses(out), step_losses(one)
     assert sorted(got) == sorted(want) == [1, 2, 3, 4]
     for key in ("train_loss", "pcl_loss", "grad_norm"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from complexformer.training import train
+from complexformer.lm import train
 
 
 def test_denormals_flushed_during_the_run_and_restored(model_config, make_train_config, tmp_path):

@@ -8,9 +8,8 @@ import json
 import pytest
 import torch
 
+from complexformer.lm import LMTask, load_run, train
 from complexformer.models import GPTConfig
-from complexformer.training import load_run, train
-from complexformer.training.task import LMTask
 
 
 def test_init_from_starts_from_the_trained_weights(

@@ -8,13 +8,8 @@ import shutil
 import pytest
 import torch
 
-from complexformer.training import (
-    CheckpointError,
-    RunExistsError,
-    list_checkpoints,
-    read_metrics,
-    train,
-)
+from complexformer.lm import train
+from complexformer.training import CheckpointError, RunExistsError, list_checkpoints, read_metrics
 
 
 class Killed(Exception):

@@ -10,16 +10,9 @@ import pytest
 import torch
 
 from complexformer.data import Tokenizer
+from complexformer.lm import find_run_dir, load_run, train
 from complexformer.models import ComplexFormerLM, GPTConfig
-from complexformer.training import (
-    CheckpointError,
-    TrainConfig,
-    evaluate_perplexity,
-    find_run_dir,
-    load_run,
-    read_metrics,
-    train,
-)
+from complexformer.training import CheckpointError, TrainConfig, evaluate_perplexity, read_metrics
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,7 @@
 
 :func:`load_run` accepts three kinds of directory:
 
-* a **run directory** (``out_dir`` of :func:`~complexformer.training.train`): the final
+* a **run directory** (``out_dir`` of :func:`~complexformer.lm.train`): the final
   ``model/`` if it is there, else the newest intact checkpoint;
 * a **checkpoint directory** (``<run>/checkpoints/step_0000500``), verified against its
   manifest;
@@ -11,7 +11,6 @@
 
 The tokenizer comes from ``<run>/tokenizer`` (or a ``tokenizer/`` inside the given directory, or
 the directory itself for a transformers export).
-:func:`run_prompt` gives the run's default sample prompt (``<run>/prompt.txt``).
 """
 
 from __future__ import annotations
@@ -24,23 +23,20 @@ from typing import Any
 
 import torch
 
-from .._atomic import atomic_write_text
-from ..data import Tokenizer, load_corpus
-from ..data.corpus import document_start
+from ..data import Tokenizer
 from ..data.tokenizer import META_FILE as TOKENIZER_META
 from ..models.config import GPTConfig
 from ..models.lm import CONFIG_NAME, WEIGHTS_NAME, ComplexFormerLM
-from .checkpoint import (
+from ..training.checkpoint import (
     CHECKPOINTS_DIR,
     MANIFEST,
     find_latest_checkpoint,
     load_checkpoint,
 )
-from .config import TrainConfig
-from .evaluate import evaluate_perplexity
-from .rundir import PROMPT_FILE
+from ..training.config import TrainConfig
+from .checkpoint import checkpoint_config, model_from_checkpoint
 
-__all__ = ["LoadedRun", "evaluate_perplexity", "find_run_dir", "load_run", "run_prompt"]
+__all__ = ["LoadedRun", "find_run_dir", "load_run"]
 
 
 @dataclass
@@ -188,8 +184,8 @@ def load_run(
 
     if kind == "checkpoint":
         ckpt_obj = load_checkpoint(source)
-        model = ckpt_obj.build_model(device)
-        model_config = ckpt_obj.model_config
+        model = model_from_checkpoint(ckpt_obj, device)
+        model_config = checkpoint_config(ckpt_obj)
         train_config = ckpt_obj.train_config
         step = ckpt_obj.step
     else:
@@ -219,38 +215,3 @@ def load_run(
         run_dir=run_dir,
         summary=summary,
     )
-
-
-def run_prompt(path: str | os.PathLike) -> str:
-    """The default sample prompt of a run: the start of a validation document of its corpus.
-
-    Read from ``<run>/prompt.txt``; the first time, it is taken from the run's corpus
-    (``train_config.json``'s ``data`` and ``text_field``) with
-    :func:`~complexformer.data.corpus.document_start` and recorded there.
-
-    Args:
-        path: a run directory, or a checkpoint or model directory inside one.
-
-    Returns:
-        The prompt (non-empty).
-
-    Raises:
-        FileNotFoundError: ``path`` belongs to no run directory with a ``train_config.json``
-            (then a prompt must be given explicitly).
-    """
-    run_dir = find_run_dir(path)
-    if run_dir is None or not (run_dir / "train_config.json").is_file():
-        raise FileNotFoundError(
-            f"{path} is not inside a run directory with a train_config.json, so it has no "
-            f"default prompt; give one with --prompt or --prompt-file"
-        )
-    recorded = run_dir / PROMPT_FILE
-    if recorded.is_file():
-        return recorded.read_text(encoding="utf-8")
-    tc = TrainConfig.load(run_dir / "train_config.json")
-    prompt = document_start(load_corpus(tc.data, text_field=tc.text_field))
-    try:
-        atomic_write_text(recorded, prompt)
-    except OSError:  # a read-only run directory: use the prompt without recording it
-        pass
-    return prompt

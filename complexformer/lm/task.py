@@ -1,0 +1,223 @@
+"""The language model's training task: :class:`LMTask` for the shared loop and :func:`train`.
+
+The loop (:func:`complexformer.training.train_task`) knows tasks, not models; this task builds
+a :class:`~complexformer.models.ComplexFormerLM`, feeds it blocks of its corpus, and writes its
+configuration, tokenizer and final model into the run directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from .._atomic import atomic_dir, atomic_write_text
+from ..data import Tokenizer, get_tokenizer, load_corpus, load_token_splits
+from ..data.tokenizer import META_FILE as TOKENIZER_META
+from ..models.config import GPTConfig
+from ..models.lm import ComplexFormerLM
+from ..models.report import format_parameter_report, parameter_report
+from ..training.config import TrainConfig
+from ..training.dist import rank0_first
+from ..training.loop import train_task
+from ..training.task import StepLoss, TrainTask
+from .final import save_final_model
+from .run import load_run
+
+__all__ = ["LMTask", "train"]
+
+#: GPTConfig fields that ``init_from`` may change: they do not define the weights' shapes
+#: (the initialisation of δ is overwritten by the loaded weights).
+_NOT_SHAPE = frozenset(
+    {
+        "dropout",
+        "pcl",
+        "pcl_epsilon",
+        "pcl_tau",
+        "pcl_dropout",
+        "pcl_target",
+        "pcl_reduce",
+        "delta_init",
+        "delta_init_std",
+    }
+)
+
+
+class LMTask(TrainTask):
+    """Train a :class:`~complexformer.models.ComplexFormerLM`: next-token loss on blocks of
+    ``max_seq_len`` tokens (``model(block, labels=block)``), plus ``ε·L_con`` with PCL."""
+
+    def __init__(self, model_config: GPTConfig) -> None:
+        self.cfg = model_config
+        self.tokenizer: Tokenizer | None = None
+        self.init_from: str | None = None
+
+    def prepare(self, tc, out, resume, dist, log) -> None:
+        main = dist.is_main
+        mlog = log if main else None
+        self.init_from = None if resume else tc.init_from
+
+        def load() -> tuple[Tokenizer, dict[str, np.ndarray]]:
+            corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
+            run_tok = out / "tokenizer"
+            if resume and (run_tok / TOKENIZER_META).is_file():
+                tok = Tokenizer.load(run_tok)
+                if mlog:
+                    mlog(f"tokenizer: {tok!r} from {run_tok}")
+            elif tc.init_from is not None and tc.tokenizer is None:
+                tok = load_run(tc.init_from).tokenizer
+                if mlog:
+                    mlog(f"tokenizer: {tok!r} from {tc.init_from} (init_from)")
+            else:
+                tok = get_tokenizer(
+                    tc.tokenizer, corpus, vocab_size=tc.vocab_size, show_progress=main, log=mlog
+                )
+            splits = load_token_splits(corpus, tok, ("train", "val"), show_progress=main, log=mlog)
+            return tok, splits
+
+        tok, splits = rank0_first(load, dist)
+        self.tokenizer, self.train_tokens, self.val_tokens = tok, splits["train"], splits["val"]
+        if self.cfg.vocab_size != tok.vocab_size:
+            if log:
+                log(
+                    f"model: vocab_size {self.cfg.vocab_size} -> {tok.vocab_size} (the tokenizer's)"
+                )
+            self.cfg = self.cfg.replace(vocab_size=tok.vocab_size)
+        if self.cfg.max_seq_len < 2:
+            raise ValueError(f"max_seq_len must be >= 2 to train, got {self.cfg.max_seq_len}")
+
+    @property
+    def seq_tokens(self) -> int:
+        return self.cfg.max_seq_len
+
+    def config_dict(self) -> dict[str, Any]:
+        return self.cfg.to_dict()
+
+    def build_model(self) -> nn.Module:
+        model = ComplexFormerLM(self.cfg)
+        if self.init_from is not None:
+            src = load_run(self.init_from, require_tokenizer=False)
+            diff = {
+                k: (v, self.cfg.to_dict().get(k))
+                for k, v in src.model_config.to_dict().items()
+                if k not in _NOT_SHAPE and self.cfg.to_dict().get(k) != v
+            }
+            if diff:
+                raise ValueError(
+                    f"init_from {self.init_from}: the model config differs in "
+                    f"shape-defining fields (field: (init model, now)): {diff}"
+                )
+            missing, unexpected = model.load_state_dict(src.model.state_dict(), strict=False)
+            if unexpected or [k for k in missing if "pcl" not in k]:
+                raise ValueError(
+                    f"init_from {self.init_from}: weights do not fit: missing "
+                    f"{missing[:5]}, unexpected {unexpected[:5]}"
+                )
+        return model
+
+    def describe(self, model) -> str:
+        cfg = self.cfg
+        n_params = parameter_report(model)["total"]
+        return (
+            f"model: {n_params:,} parameters, pos_scheme={cfg.pos_scheme}, "
+            f"n_layer={cfg.n_layer}, d_model={cfg.d_model}, n_head={cfg.n_head}, "
+            f"max_seq_len={cfg.max_seq_len}\n"
+            + format_parameter_report(model)
+            + (
+                f"\nPCL: loss = lm_loss + {cfg.pcl_epsilon:g} * pcl_loss; pcl_loss = "
+                f"{cfg.pcl_reduce} over {cfg.n_layer} layers x (q, k) of the InfoNCE on the "
+                f"{'semantic phases θ' if cfg.pcl_target == 'theta' else 'rotated phases'} "
+                f"(tau {cfg.pcl_tau:g}, view dropout {cfg.pcl_dropout:g}); metrics.jsonl "
+                "logs pcl_loss on this scale"
+                if cfg.pcl
+                else ""
+            )
+        )
+
+    def write_run_files(self, out, fresh) -> None:
+        atomic_write_text(out / "config.json", self.cfg.to_json() + "\n")
+        if fresh or not (out / "tokenizer" / TOKENIZER_META).is_file():
+            with atomic_dir(out / "tokenizer") as tmp:
+                self.tokenizer.save(tmp)
+
+    def step_loss(self, model, batch, step, micro) -> StepLoss:
+        out = model(batch, labels=batch)
+        aux = {"pcl_loss": out.pcl_loss} if self.cfg.pcl and out.pcl_loss is not None else {}
+        return StepLoss(out.loss, out.lm_loss, aux)
+
+    def save_final(self, model, directory) -> None:
+        save_final_model(model, directory)
+
+
+def train(
+    model_config: GPTConfig,
+    train_config: TrainConfig,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    log: Callable[[str], Any] | None = print,
+    callback: Callable[[dict[str, Any]], Any] | None = None,
+) -> dict[str, Any]:
+    """Train a :class:`~complexformer.models.ComplexFormerLM` from scratch or from a checkpoint
+    (``train_task(LMTask(model_config), ...)``).
+
+    Works unchanged under ``torchrun --nproc_per_node N`` (DDP; ``gloo`` on CPU, ``nccl`` on
+    GPU): rank ``r`` trains on its slice of each global batch of ``batch_size`` sequences,
+    metric sums are all-reduced, and only rank 0 logs and writes files.
+
+    The model's ``vocab_size`` is set to the tokenizer's; its ``max_seq_len`` is the training
+    context: each sequence is a block of ``max_seq_len`` tokens fed as ``model(block,
+    labels=block)`` (``max_seq_len - 1`` next-token predictions).
+
+    Run directory (``train_config.out_dir``)::
+
+        config.json            model config (vocab_size from the tokenizer)
+        train_config.json      training config
+        tokenizer/             Tokenizer.save
+        metrics.jsonl          one JSON row per logged step
+        checkpoints/step_0000500/   model/optimizer/rng .safetensors, state.json, manifest.json
+        model/                 final model (save_pretrained: config.json, model.safetensors)
+        summary.json           final metrics
+        loss.png               train and validation loss curves (needs matplotlib)
+        tensorboard/           with tensorboard=True
+
+    Args:
+        model_config: the model configuration (``vocab_size`` is replaced).
+        train_config: the training configuration.
+        resume: continue from the newest intact checkpoint in ``out_dir`` (damaged ones are
+            skipped with a warning); with no checkpoint at all, start fresh. A resumed run
+            reproduces the losses of an uninterrupted one exactly.
+        overwrite: delete an existing run in ``out_dir`` (its checkpoints, model, metrics,
+            tokenizer, ...) and start over. Without it, an ``out_dir`` holding checkpoints or a
+            final model raises :class:`RunExistsError`.
+        log: message sink (rank 0 only); None for silence.
+        callback: called on every rank after each update (after its metrics and checkpoint
+            are written) with ``{"step", "train_loss", "lr", "grad_norm", "row"}`` (``row``:
+            the metrics row written at this step, or None). Raising from it aborts the run as
+            a crash would (used by tests to simulate a kill).
+
+    Side effects: seeds the global torch / numpy / ``random`` generators (from
+    ``train_config.seed``); ``num_threads`` is restored on return; on a CPU, denormal floats
+    are flushed to zero during the run (``torch.set_flush_denormal``).
+
+    Returns:
+        ``{"val_loss", "val_ppl", "steps", "tokens_seen", "run_dir", "elapsed_s",
+        "train_loss", "resumed_from"}`` (``val_*`` None when the validation split is too
+        small to fill one block).
+
+    Raises:
+        RunExistsError: ``out_dir`` holds a run and neither resume nor overwrite was given.
+        CheckpointError: ``resume=True`` but every checkpoint is damaged.
+        ValueError: inconsistent settings (batch size vs world size, a resumed run with a
+            different model or data stream, too few training tokens, ...).
+    """
+    return train_task(
+        LMTask(model_config),
+        train_config,
+        resume=resume,
+        overwrite=overwrite,
+        log=log,
+        callback=callback,
+    )
