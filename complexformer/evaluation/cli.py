@@ -1,6 +1,13 @@
-"""``complexformer evaluate``: perplexity on a corpus split (the default), and with ``--suite``
-the evaluation suites of :mod:`complexformer.evaluation` (text, code, math, extrapolation,
-heads, lm-eval). Every suite writes ``<suite>.json`` and ``<suite>.md`` into ``--out``."""
+"""``complexformer evaluate``: the evaluation suites on any artifact the package writes.
+
+The parser is built from the suite registry (:data:`~complexformer.evaluation.suite.SUITES`):
+every suite declares its options (:class:`~complexformer.evaluation.suite.Option`), those that
+several suites read are shown once, and ``--suite`` offers the registered names. The command
+loads each ``--model`` once with :func:`~complexformer.artifacts.load_artifact`; a suite that
+needs a ComplexFormer language model refuses another kind by name, and ``ppl`` scores any
+causal language model. Every suite writes ``<suite>.json`` and ``<suite>.md`` into ``--out``
+(default: the model's ``eval`` folder).
+"""
 
 from __future__ import annotations
 
@@ -9,273 +16,210 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SUITES", "add_evaluate_parser", "cmd_evaluate"]
+from .._cli import add_model, add_threads
 
-SUITES = ("ppl", "text", "code", "math", "extrapolation", "heads", "lm-eval")
+__all__ = [
+    "LM_EVAL_TASKS_DIR",
+    "SUITE_ORDER",
+    "add_evaluate_parser",
+    "cmd_evaluate",
+    "out_dir",
+    "register_suites",
+]
+
+#: The offline lm-evaluation-harness tasks shipped with the package (its ``--include_path``).
+LM_EVAL_TASKS_DIR = Path(__file__).resolve().parent / "lm_eval_tasks"
+#: The order in which the suites' options are listed (a suite not named here comes last).
+SUITE_ORDER = ("ppl", "text", "code", "math", "extrapolation", "heads", "lm-eval")
+#: Artifact kinds that are causal language models without being ComplexFormer models.
+_OTHER_CAUSAL_LMS = ("retrofit",)
 
 _EPILOG = """\
 examples:
-  complexformer evaluate --ckpt runs/cmha                          # validation perplexity
-  complexformer evaluate --ckpt runs/cmha --suite text --evaluator smollm2 --num-prompts 50
-  complexformer evaluate --ckpt runs/cmha --suite text --evaluator gpt2-large   # the paper
-  complexformer evaluate --ckpt runs/code --suite code --num-samples 100 --k 1,10,100
-  complexformer evaluate --ckpt runs/math --suite math --math-data gsm8k
-  complexformer evaluate --suite extrapolation --ckpt runs/rope --ckpt runs/cmha \\
-      --ckpt runs/alibi --multipliers 1,2,4,8,16
-  complexformer evaluate --ckpt runs/cmha --suite heads --prompt "def parse(text):"
-  complexformer evaluate --ckpt runs/cmha --suite lm-eval          # offline: ppl + mc tasks
-  complexformer evaluate --ckpt runs/cmha --suite lm-eval --tasks hellaswag arc_easy  # online
+  complexformer evaluate --model runs/cmha                          # validation perplexity
+  complexformer evaluate --model exports/cmha --data stdlib         # an export names its data
+  complexformer evaluate --model runs/cmha --suite text --evaluator smollm2 --num-prompts 50
+  complexformer evaluate --model runs/cmha --suite text --evaluator gpt2-large  # the paper
+  complexformer evaluate --model runs/code --suite code --num-samples 100 --k 1 10 100
+  complexformer evaluate --model runs/math --suite math --problems gsm8k
+  complexformer evaluate --suite extrapolation --model runs/rope runs/cmha runs/alibi \\
+      --multipliers 1 2 4 8 16 --out eval/extrapolation
+  complexformer evaluate --model runs/cmha --suite heads --prompt "def parse(text):"
+  complexformer evaluate --model runs/cmha --suite lm-eval          # offline: ppl + mc tasks
+  complexformer evaluate --model runs/cmha --suite lm-eval --tasks hellaswag  # needs network
+  complexformer evaluate --lm-eval-tasks-path    # for lm_eval ... --include_path "$(...)"
 
-Suites: ppl (perplexity of --split), text (gen-PPL, Dist-1/2, Rep-4 of continuations of
-held-out prompts), code (pass@k in a sandbox), math (final-answer accuracy), extrapolation
-(perplexity at 1..16x the training length, one line per --ckpt), heads (CMHA's delta and b,
-semantic vs positional share of the scores, attention maps), lm-eval (EleutherAI's
-lm-evaluation-harness on the run exported for transformers: the shipped offline tasks
-complexformer_ppl and complexformer_mc, or any harness task). Options of other suites are
-ignored. See docs/evaluation_*.md and docs/huggingface.md.
+Lists are written with spaces (--k 1 10 100). Options of suites that do not run are ignored.
+See docs/evaluation_*.md and docs/huggingface.md.
 """
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
+# ---------------------------------------------------------------------- the registry
+def register_suites() -> dict[str, Any]:
+    """Import the suite modules (registering them) and return the registry.
+
+    The lm-eval suite is registered where its module imports (it needs no optional
+    dependency to be declared; running it needs the ``hf`` and ``lmeval`` extras).
+    """
+    from . import code_suite, extrapolation, heads, lmeval, math_suite, ppl, text  # noqa: F401
+    from .suite import SUITES
+
+    order = {name: i for i, name in enumerate(SUITE_ORDER)}
+    return dict(sorted(SUITES.items(), key=lambda kv: order.get(kv[0], len(order))))
 
 
-def _kwargs(args: argparse.Namespace, mapping: dict[str, str]) -> dict[str, Any]:
-    """Config fields from the options that were given (None: keep the config's default)."""
-    return {
-        field: getattr(args, dest)
-        for dest, field in mapping.items()
-        if getattr(args, dest, None) is not None
-    }
+def _summary(cls: Any) -> str:
+    doc = (cls.__doc__ or "").strip().splitlines()
+    return cls.description or (doc[0].rstrip(".") if doc else cls.name)
 
 
-def _out_dir(args: argparse.Namespace, run) -> Path:
-    """``--out``, else ``RUN/eval`` (``./eval`` without a run directory, e.g. several runs)."""
-    if args.out:
-        return Path(args.out)
-    base = run.run_dir if run is not None and run.run_dir is not None else Path(".")
-    return Path(base) / "eval"
+# ---------------------------------------------------------------------- results
+def out_dir(out: str | None, artifacts: list[Any]) -> Path:
+    """``--out``, else the model's ``eval`` folder (``<run>/eval`` for a run, checkpoint or
+    final model of a run; ``<model>/eval`` for another artifact); with several models
+    ``./eval``."""
+    if out:
+        return Path(out)
+    if len(artifacts) == 1:
+        return Path(artifacts[0].eval_dir)
+    return Path("eval")
 
 
-def _ppl(args, run) -> dict[str, Any]:
-    from ..data import load_corpus, load_token_splits
-    from ..data.splits import CHUNK_CHARS
-    from ..training import evaluate_perplexity
-
-    model, tokenizer = run.model, run.tokenizer
-    spec = args.data or (run.train_config.data if run.train_config is not None else "stdlib")
-    corpus = load_corpus(spec, log=print)
-    split = args.split or "val"
-    tokens = load_token_splits(corpus, tokenizer, splits=(split,))[split]
-    if len(tokens) == 0:
+def _check_artifact(suite: Any, artifact: Any) -> None:
+    """Refuse, before any work, a kind the suite cannot score or a missing corpus."""
+    if suite.name != "ppl":
+        try:
+            artifact.require_lm(f"suite {suite.name}")
+        except ValueError as e:
+            if artifact.kind in _OTHER_CAUSAL_LMS:
+                raise ValueError(f"{e}; its perplexity is --suite ppl") from None
+            raise
+    if (
+        suite.reads_corpus()
+        and getattr(suite.config, "data", None) is None
+        and artifact.default_data is None
+    ):
         raise ValueError(
-            f"the {split} split of {spec!r} holds no text: a corpus of few documents is cut "
-            f"into chunks of {CHUNK_CHARS // 1024} KiB and needs at least three of them for "
-            "train, validation and test; evaluate another --split or use a larger corpus"
+            f"{artifact.path} ({artifact.kind}) records no corpus to evaluate on; pass --data "
+            f"(suite {suite.name})"
         )
-    res = evaluate_perplexity(
-        model,
-        tokens,
-        model.config.max_seq_len - 1,
-        args.batch_size or 8,
-        max_blocks=args.max_blocks,
-        device=next(model.parameters()).device,
-    )
-    res = {"split": split, "data": spec, **res}
-    print(
-        json.dumps(res, indent=2)
-        if args.json
-        else f"{res['data']} [{split}]: loss {res['loss']:.4f}  perplexity {res['ppl']:.2f}  "
-        f"({res['tokens']:,} tokens)"
-    )
-    return res
 
 
-def _suite(name: str, args: argparse.Namespace, runs: list) -> dict[str, Any]:
-    """Run the registered suite ``name`` with the config built from its options."""
-    from . import code, extrapolation, heads, math, text  # noqa: F401  (registers the suites)
-    from .suite import get_suite
-
-    if name == "lm-eval":  # needs transformers (the export), so registered only when asked
-        from .._optional import require
-
-        require("transformers", "hf", "the lm-eval suite")
-        from . import lmeval  # noqa: F401
-
-    cls = get_suite(name)
-    config = cls.config_class(**_kwargs(args, cls.options))
+def _run_suite(cls: Any, args: argparse.Namespace, artifacts: list[Any]) -> None:
+    config = cls.config_from_args(args)
+    out = out_dir(args.out, artifacts)
     if cls.many_runs:
-        suite = cls(config, print, names=[str(c) for c in args.ckpt])
-        return suite.run(runs, _out_dir(args, None))
-    return cls(config, print).run(runs[0], _out_dir(args, runs[0]))
+        suite = cls(config, print, names=[str(p) for p in args.model])
+        payload = suite.run(artifacts, out)
+    else:
+        suite = cls(config, print)
+        _check_artifact(suite, artifacts[0])
+        payload = suite.run(artifacts[0], out)
+    md = out / f"{cls.name}.md"
+    if not args.json and md.is_file():
+        print(f"\n{md.read_text(encoding='utf-8')}")
+    print(f"{cls.name}: results in {out.resolve()}")
+    if args.json:
+        summary = payload.get("metrics", payload.get("summary", {}))
+        print(json.dumps(summary, indent=2, default=str))
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Run the suites of ``--suite`` (default ``ppl``) on the artifacts of ``--model``."""
     from .._runtime import cpu_settings
-    from ..training import load_run
+    from ..artifacts import load_artifact
+    from .suite import get_suite
 
-    suites = list(dict.fromkeys(args.suite or ["ppl"]))
-    if len(args.ckpt) > 1 and suites != ["extrapolation"]:
-        raise ValueError(
-            f"several --ckpt are compared only by --suite extrapolation; got "
-            f"{len(args.ckpt)} checkpoints for suites {suites}"
-        )
+    register_suites()
+    classes = [get_suite(name) for name in dict.fromkeys(args.suite or ["ppl"])]
+    if len(args.model) > 1:
+        single = [c.name for c in classes if not c.many_runs]
+        if single:
+            raise ValueError(
+                f"several --model are compared only by --suite extrapolation; got "
+                f"{len(args.model)} models for suites {', '.join(single)}"
+            )
     with cpu_settings(args.threads or None):
-        runs = [load_run(c) for c in args.ckpt]
-        for suite in suites:
-            res = _ppl(args, runs[0]) if suite == "ppl" else _suite(suite, args, runs)
-            if suite != "ppl":
-                out = _out_dir(args, None if suite == "extrapolation" else runs[0])
-                md = out / f"{suite}.md"
-                if md.is_file():
-                    print(f"\n{md.read_text(encoding='utf-8')}")
-                print(f"{suite}: results in {out.resolve()}")
-                if args.json:
-                    summary = res.get("metrics", res.get("summary", {}))
-                    print(json.dumps(summary, indent=2, default=str))
+        artifacts = [load_artifact(path) for path in args.model]
+        for cls in classes:
+            _run_suite(cls, args, artifacts)
     return 0
 
 
+# ---------------------------------------------------------------------- the parser
+class _PrintTasksPath(argparse.Action):
+    """``--lm-eval-tasks-path``: print the shipped tasks' folder and exit."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(LM_EVAL_TASKS_DIR)
+        parser.exit()
+
+
 def add_evaluate_parser(sub) -> argparse.ArgumentParser:
-    """Register the ``evaluate`` subcommand on the subparsers object ``sub``."""
+    """Register the ``evaluate`` subcommand on the subparsers object ``sub``; its options are
+    those the registered suites declare."""
+    suites = register_suites()
+    listing = "\n".join(f"  {name:<14}{_summary(cls)}" for name, cls in suites.items())
     e = sub.add_parser(
         "evaluate",
         help="perplexity and the evaluation suites",
-        description="Evaluate trained models. Without --suite: perplexity on a corpus split, "
-        "over consecutive non-overlapping blocks of max_seq_len tokens. With --suite: the "
-        "paper's protocols (text, code, math), length extrapolation and head analysis; each "
-        "writes JSON and a markdown table to --out and is reproducible with --seed.",
+        description="Evaluate a model: a ComplexFormer run, checkpoint, final model or export "
+        "(every suite),\nor a retrofit adaptation (ppl). Each suite writes JSON and a markdown "
+        "table to --out and is\nreproducible with --seed.\n\nsuites:\n" + listing,
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    e.add_argument(
-        "--ckpt",
-        required=True,
-        action="append",
-        help="run, checkpoint or saved model directory (repeat for extrapolation)",
+    add_model(
+        e,
+        "the model(s) to evaluate: run, checkpoint, final model, export or retrofit "
+        "(several only for --suite extrapolation)",
+        many=True,
     )
     e.add_argument(
-        "--suite", nargs="+", choices=SUITES, default=None, help="suites to run (default ppl)"
-    )
-    e.add_argument(
-        "--out", default=None, help="results folder (default RUN/eval; ./eval for extrapolation)"
-    )
-    e.add_argument(
-        "--data",
-        default=None,
-        help="corpus spec of prompts / blocks (default: the run's training corpus for ppl, "
-        "extrapolation and heads; stdlib for text)",
-    )
-    e.add_argument(
-        "--split",
-        default=None,
-        choices=("train", "val", "test"),
-        help="split (ppl, extrapolation, heads: val; text: test)",
-    )
-    e.add_argument("--batch-size", type=int, default=None, help="sequences per forward pass")
-    e.add_argument("--seed", type=int, default=None, help="seed (default 0)")
-    e.add_argument("--threads", type=int, default=None, help="CPU threads for torch")
-    e.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    g = e.add_argument_group("ppl")
-    g.add_argument("--max-blocks", type=int, default=None, help="evaluate at most N blocks")
-    g = e.add_argument_group("generation (text, code, math)")
-    g.add_argument(
-        "--max-new-tokens", type=int, default=None, help="new tokens per sample (default 256)"
-    )
-    g.add_argument(
-        "--temperature",
-        type=float,
-        default=None,
-        help="sampling temperature (text 1.0, code 0.8, math 0 = greedy)",
-    )
-    g.add_argument(
-        "--top-p", type=float, default=None, help="nucleus mass (text 0.9, code 0.95, math 1.0)"
-    )
-    g = e.add_argument_group("text")
-    g.add_argument("--num-prompts", type=int, default=None, help="prompts (default 100)")
-    g.add_argument(
-        "--prompt-tokens", type=int, default=None, help="prompt length in model tokens (default 64)"
-    )
-    g.add_argument(
-        "--evaluator",
-        default=None,
-        help="gen-PPL evaluator: smollm2 (offline, default), a Hugging Face causal "
-        "LM name (gpt2-large: the paper) or directory, a .gguf file, or 'none'",
-    )
-    g = e.add_argument_group("code")
-    g.add_argument(
-        "--problems",
-        default=None,
-        help="humaneval (offline, default), mbpp, or a HumanEval-format JSONL file",
-    )
-    g.add_argument("--num-samples", type=int, default=None, help="samples per problem (100)")
-    g.add_argument("--k", default=None, help="pass@k values, e.g. 1,10,100 (k <= n)")
-    g.add_argument("--timeout", type=float, default=None, help="seconds per program (3.0)")
-    g.add_argument("--workers", type=int, default=None, help="parallel sandboxes (default 2)")
-    g.add_argument(
-        "--unsafe-python-guard-only",
-        action="store_true",
-        help="run completions even without bubblewrap, behind the Python guard alone (unsafe: "
-        "a hostile completion can escape it; printed and recorded in the report)",
-    )
-    g.add_argument(
-        "--max-problems", type=int, default=None, help="use the first N problems (code, math)"
-    )
-    g = e.add_argument_group("math")
-    g.add_argument(
-        "--math-data",
-        default=None,
-        help="gsm8k (default), math, or a local JSONL with question/answer",
-    )
-    g.add_argument(
-        "--num-fewshot",
-        type=int,
-        default=None,
-        help="worked examples in the prompt (math, lm-eval)",
-    )
-    g = e.add_argument_group("extrapolation")
-    g.add_argument(
-        "--multipliers",
-        type=_ints,
-        default=None,
-        help="context lengths as multiples of the training length (1,2,4,8,16)",
-    )
-    g.add_argument(
-        "--max-tokens", type=int, default=None, help="tokens scored at every length (default 16384)"
-    )
-    g.add_argument(
-        "--protocol",
-        default=None,
-        choices=("blocks", "last_window"),
-        help="blocks: the same tokens cut into blocks of each length (default); "
-        "last_window: the same final T-1 tokens with growing context",
-    )
-    g = e.add_argument_group("heads")
-    g.add_argument("--prompt", default=None, help="prompt whose attention maps are drawn")
-    g.add_argument("--num-blocks", type=int, default=None, help="blocks of real data (8)")
-    g.add_argument("--layers", type=_ints, default=None, help="layers to draw, e.g. 0,1")
-    g = e.add_argument_group("lm-eval")
-    g.add_argument(
-        "--tasks",
+        "--suite",
         nargs="+",
+        action="extend",
+        choices=list(suites),
         default=None,
-        help="lm-evaluation-harness tasks: complexformer_ppl (held-out documents of --split "
-        "of --data) and complexformer_mc (shipped, offline; the default), or any harness "
-        "task such as hellaswag, gsm8k (online)",
+        metavar="SUITE",
+        help=f"suites to run: {', '.join(suites)} (default ppl)",
     )
-    g.add_argument(
-        "--max-documents",
-        type=int,
+    e.add_argument(
+        "--out",
         default=None,
-        help="documents of the split scored by complexformer_ppl (default 200)",
+        metavar="DIR",
+        help="results folder (default: the model's eval/ folder, RUN/eval for a run or its "
+        "checkpoints, EXPORT/eval for an export; ./eval with several --model)",
     )
-    g.add_argument(
-        "--limit", type=int, default=None, help="at most N documents per harness task (all)"
+    add_threads(e)
+    e.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    e.add_argument(
+        "--lm-eval-tasks-path",
+        action=_PrintTasksPath,
+        help="print the folder of the shipped lm-evaluation-harness tasks (lm_eval's "
+        "--include_path) and exit",
     )
+
+    shared: dict[str, list[str]] = {}
+    own: dict[str, Any] = {}
+    for name, cls in suites.items():
+        for opt in cls.options:
+            first = own.setdefault(opt.flag, opt)
+            if first.settings != opt.settings:
+                raise ValueError(f"suites declare {opt.flag} with two meanings")
+            shared.setdefault(opt.flag, []).append(name)
+    g = e.add_argument_group("options several suites read")
+    for flag, names in shared.items():
+        if len(names) > 1:
+            own[flag].add_to(g, f"[{', '.join(names)}]")
+    for name, cls in suites.items():
+        mine = [opt for opt in cls.options if len(shared[opt.flag]) == 1]
+        if mine:
+            g = e.add_argument_group(name, _summary(cls))
+            for opt in mine:
+                opt.add_to(g)
     e.set_defaults(func=cmd_evaluate)
     return e

@@ -7,8 +7,8 @@ ICLR 2020); each completion is cut at the first stop sequence, appended to the p
 run in the sandbox of :mod:`.sandbox.runner` (bubblewrap, :mod:`.sandbox.isolation`), while
 the problem's unit tests and ``check(entry_point)`` run in a trusted process that calls it by
 value (:mod:`.sandbox.verdict`), so the completion cannot forge its pass; pass@k is the unbiased
-estimator of :mod:`.passk`, averaged over problems. The suite refuses to run without bubblewrap unless
-``unsafe_python_guard_only`` is set.
+estimator of :mod:`.passk`, averaged over problems. The suite refuses to run without
+bubblewrap unless ``unsafe_python_guard_only`` is set.
 MBPP (Austin et al., "Program Synthesis with Large Language Models", 2021) is converted to the
 same problem format: the description and the first test as a docstring, all three tests in
 ``check``.
@@ -38,6 +38,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .._atomic import atomic_write_text
+from .._cli import int_list
 from .._config import ConfigBase
 from .._optional import require
 from .._report import markdown_table
@@ -46,7 +47,20 @@ from .passk import DEFAULT_KS, mean_pass_at_k, pass_at_k
 from .sandbox.runner import SandboxUnavailableError, sandbox_capabilities
 from .sandbox.verdict import build_program as single_program
 from .sandbox.verdict import check_program
-from .suite import EvalRun, Suite, model_info, register_suite
+from .suite import (
+    BATCH_SIZE,
+    MAX_NEW_TOKENS,
+    MAX_PROBLEMS,
+    PROBLEMS,
+    SEED,
+    TEMPERATURE,
+    TOP_P,
+    EvalRun,
+    Suite,
+    model_info,
+    option,
+    register_suite,
+)
 
 __all__ = [
     "MBPP_STOP_SEQUENCES",
@@ -568,21 +582,36 @@ class CodeSuite(Suite):
     """The code suite (see :func:`run_code_suite`)."""
 
     name = "code"
+    description = "pass@k of sampled programs, run in a sandbox and judged by a trusted checker"
     config_class = CodeSuiteConfig
-    options = {
-        "problems": "problems",
-        "num_samples": "num_samples",
-        "temperature": "temperature",
-        "top_p": "top_p",
-        "max_new_tokens": "max_new_tokens",
-        "max_problems": "max_problems",
-        "timeout": "timeout",
-        "workers": "workers",
-        "k": "ks",
-        "seed": "seed",
-        "batch_size": "batch_size",
-        "unsafe_python_guard_only": "unsafe_python_guard_only",
-    }
+    options = (
+        PROBLEMS,
+        option("--num-samples", type=int, metavar="N", help="samples per problem (100)"),
+        TEMPERATURE,
+        TOP_P,
+        MAX_NEW_TOKENS,
+        MAX_PROBLEMS,
+        option("--timeout", type=float, metavar="S", help="seconds per program (3.0)"),
+        option("--workers", type=int, metavar="N", help="programs checked in parallel (2)"),
+        option(
+            "--k",
+            "ks",
+            nargs="+",
+            action="extend",
+            type=int_list,
+            metavar="K",
+            help="the ks of pass@k, e.g. --k 1 10 100 (the default; a k above n is left out)",
+        ),
+        SEED,
+        BATCH_SIZE,
+        option(
+            "--unsafe-python-guard-only",
+            action="store_const",
+            const=True,
+            help="run completions even without bubblewrap, behind the Python guard alone "
+            "(unsafe: a hostile completion can escape it; printed and recorded in the report)",
+        ),
+    )
 
     def load_data(self, run) -> list[dict[str, Any]]:
         config = self.config

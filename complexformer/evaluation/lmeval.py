@@ -37,8 +37,19 @@ from .._config import ConfigBase
 from .._optional import require
 from ..data import load_corpus
 from ..hf import register_auto_classes
-from ..hf.export import is_export_dir, save_hf
-from .suite import Suite, data_spec, fmt_number, model_info, register_suite
+from .suite import (
+    BATCH_SIZE,
+    DATA,
+    NUM_FEWSHOT,
+    SEED,
+    SPLIT,
+    Suite,
+    data_spec,
+    fmt_number,
+    model_info,
+    option,
+    register_suite,
+)
 
 __all__ = [
     "LOCAL_TASKS",
@@ -199,18 +210,35 @@ class LmEvalSuite(Suite):
     """lm-evaluation-harness on the run (see the module docstring)."""
 
     name = "lm-eval"
+    description = "EleutherAI's lm-evaluation-harness on the model exported for transformers"
     config_class = LmEvalConfig
-    options = {
-        "tasks": "tasks",
-        "data": "data",
-        "split": "split",
-        "max_documents": "max_documents",
-        "limit": "limit",
-        "num_fewshot": "num_fewshot",
-        "batch_size": "batch_size",
-        "seed": "seed",
-    }
+    options = (
+        option(
+            "--tasks",
+            nargs="+",
+            action="extend",
+            metavar="TASK",
+            help="lm-evaluation-harness tasks: complexformer_ppl (held-out documents of --split "
+            "of --data) and complexformer_mc, shipped and offline (the default), or any harness "
+            "task such as hellaswag or gsm8k (needs the network)",
+        ),
+        DATA,
+        SPLIT,
+        option(
+            "--max-documents",
+            type=int,
+            metavar="N",
+            help="documents of the split scored by complexformer_ppl (200)",
+        ),
+        option("--limit", type=int, metavar="N", help="at most N documents per harness task"),
+        NUM_FEWSHOT,
+        BATCH_SIZE,
+        SEED,
+    )
     lists_files = True
+
+    def reads_corpus(self) -> bool:
+        return PPL_TASK in self.config.tasks
 
     def load_data(self, run: Any) -> dict[str, Any]:
         cfg = self.config
@@ -220,6 +248,10 @@ class LmEvalSuite(Suite):
         return {"spec": spec, "documents": held_out_documents(spec, cfg.split, cfg.max_documents)}
 
     def compute(self, run: Any, data: dict[str, Any]) -> dict[str, Any]:
+        # the export needs transformers: imported here, so that declaring the suite (and
+        # building the evaluate parser) does not import it
+        from ..hf.export import is_export_dir, save_hf
+
         source = getattr(run, "source", None)
         with tempfile.TemporaryDirectory(prefix="complexformer-lmeval-") as tmp:
             if source is not None and is_export_dir(source):

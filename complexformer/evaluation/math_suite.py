@@ -41,7 +41,21 @@ from tqdm.auto import tqdm
 from .._config import ConfigBase
 from .._optional import require
 from .._report import markdown_table
-from .suite import EvalRun, Suite, model_info, register_suite
+from .suite import (
+    BATCH_SIZE,
+    MAX_NEW_TOKENS,
+    MAX_PROBLEMS,
+    NUM_FEWSHOT,
+    PROBLEMS,
+    SEED,
+    SPLIT,
+    TEMPERATURE,
+    TOP_P,
+    EvalRun,
+    Suite,
+    model_info,
+    register_suite,
+)
 
 __all__ = [
     "MATH_SUBJECTS",
@@ -625,18 +639,19 @@ class MathSuite(Suite):
     """The math suite (see :func:`run_math_suite`)."""
 
     name = "math"
+    description = "final-answer accuracy on GSM8K, MATH or a JSONL file"
     config_class = MathSuiteConfig
-    options = {
-        "math_data": "data",
-        "split": "split",
-        "max_problems": "max_problems",
-        "max_new_tokens": "max_new_tokens",
-        "temperature": "temperature",
-        "top_p": "top_p",
-        "num_fewshot": "num_fewshot",
-        "seed": "seed",
-        "batch_size": "batch_size",
-    }
+    options = (
+        PROBLEMS.bind("data"),
+        SPLIT,
+        MAX_PROBLEMS,
+        MAX_NEW_TOKENS,
+        TEMPERATURE,
+        TOP_P,
+        NUM_FEWSHOT,
+        SEED,
+        BATCH_SIZE,
+    )
 
     def __init__(self, config=None, log=None, *, problems: list[dict[str, Any]] | None = None):
         super().__init__(config, log)

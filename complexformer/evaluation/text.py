@@ -35,7 +35,21 @@ from .._config import ConfigBase
 from .._report import markdown_table
 from ..data import load_corpus
 from .genppl import DEFAULT_EVALUATOR, Evaluator, load_evaluator, score_continuations
-from .suite import EvalRun, Suite, fmt_number, model_info, register_suite
+from .suite import (
+    BATCH_SIZE,
+    DATA,
+    MAX_NEW_TOKENS,
+    SEED,
+    SPLIT,
+    TEMPERATURE,
+    TOP_P,
+    EvalRun,
+    Suite,
+    fmt_number,
+    model_info,
+    option,
+    register_suite,
+)
 from .text_metrics import distinct_n, repetition_n, sequence_repetition
 
 __all__ = ["TextSuite", "TextSuiteConfig", "run_text_suite", "select_prompts"]
@@ -244,19 +258,25 @@ class TextSuite(Suite):
     """The text-generation suite (see :func:`run_text_suite`)."""
 
     name = "text"
+    description = "gen-PPL, Dist-1/2 and Rep-4 of continuations of held-out prompts"
     config_class = TextSuiteConfig
-    options = {
-        "data": "data",
-        "split": "split",
-        "num_prompts": "num_prompts",
-        "prompt_tokens": "prompt_tokens",
-        "max_new_tokens": "max_new_tokens",
-        "top_p": "top_p",
-        "temperature": "temperature",
-        "evaluator": "evaluator",
-        "seed": "seed",
-        "batch_size": "batch_size",
-    }
+    options = (
+        DATA,
+        SPLIT,
+        option("--num-prompts", type=int, metavar="N", help="prompts (default 100)"),
+        option("--prompt-tokens", type=int, metavar="N", help="prompt length in model tokens (64)"),
+        MAX_NEW_TOKENS,
+        TOP_P,
+        TEMPERATURE,
+        option(
+            "--evaluator",
+            metavar="LM",
+            help="gen-PPL evaluator: smollm2 (offline, default), a Hugging Face causal LM name "
+            "(gpt2-large: the paper) or directory, a .gguf file, or 'none'",
+        ),
+        SEED,
+        BATCH_SIZE,
+    )
 
     def __init__(self, config=None, log=None, *, evaluator: Evaluator | None = None) -> None:
         super().__init__(config, log)

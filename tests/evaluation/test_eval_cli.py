@@ -18,7 +18,7 @@ TOY = {
 def test_every_suite_from_the_command_line(make_tiny_run, eval_corpus_spec, tmp_path, capsys):
     cmha, rope = make_tiny_run("cmha"), make_tiny_run("rope")
     out = tmp_path / "eval"
-    common = ["--ckpt", str(cmha), "--out", str(out), "--seed", "1", "--threads", "1"]
+    common = ["--model", str(cmha), "--out", str(out), "--seed", "1", "--threads", "1"]
     assert (
         main(
             [
@@ -58,6 +58,7 @@ def test_every_suite_from_the_command_line(make_tiny_run, eval_corpus_spec, tmp_
                 "2",
                 "--k",
                 "1",
+                "2",
                 "--max-new-tokens",
                 "8",
             ]
@@ -76,7 +77,7 @@ def test_every_suite_from_the_command_line(make_tiny_run, eval_corpus_spec, tmp_
                 *common,
                 "--suite",
                 "math",
-                "--math-data",
+                "--problems",
                 str(qa),
                 "--max-new-tokens",
                 "6",
@@ -90,7 +91,7 @@ def test_every_suite_from_the_command_line(make_tiny_run, eval_corpus_spec, tmp_
         main(
             [
                 "evaluate",
-                "--ckpt",
+                "--model",
                 str(cmha),
                 "--suite",
                 "heads",
@@ -112,12 +113,12 @@ def test_every_suite_from_the_command_line(make_tiny_run, eval_corpus_spec, tmp_
                 "evaluate",
                 "--suite",
                 "extrapolation",
-                "--ckpt",
+                "--model",
                 str(cmha),
-                "--ckpt",
                 str(rope),
                 "--multipliers",
-                "1,2",
+                "1",
+                "2",
                 "--max-tokens",
                 "600",
                 "--out",
@@ -144,7 +145,7 @@ def test_code_suite_without_bubblewrap_needs_the_unsafe_flag(
     problems = tmp_path / "problems.jsonl"
     problems.write_text(json.dumps(TOY) + "\n")
     out = tmp_path / "eval"
-    args = ["evaluate", "--ckpt", str(make_tiny_run("cmha")), "--out", str(out), "--threads", "1"]
+    args = ["evaluate", "--model", str(make_tiny_run("cmha")), "--out", str(out), "--threads", "1"]
     args += ["--suite", "code", "--problems", str(problems), "--num-samples", "1", "--k", "1"]
     args += ["--max-new-tokens", "4"]
     assert main(args) == 2
@@ -160,5 +161,96 @@ def test_code_suite_without_bubblewrap_needs_the_unsafe_flag(
 
 def test_evaluate_errors(make_tiny_run, capsys):
     run = str(make_tiny_run("cmha"))
-    assert main(["evaluate", "--ckpt", run, "--ckpt", run, "--suite", "text"]) == 2
+    assert main(["evaluate", "--model", run, run, "--suite", "text"]) == 2
     assert "only by --suite extrapolation" in capsys.readouterr().err
+    # the old spelling stays for one release, with a warning
+    assert main(["evaluate", "--ckpt", run, "--ckpt", run, "--suite", "heads"]) == 2
+    err = capsys.readouterr().err
+    assert "--ckpt is deprecated" in err and "only by --suite extrapolation" in err
+
+
+def _evaluate_parser():
+    import argparse
+
+    from complexformer.evaluation.cli import add_evaluate_parser
+
+    return add_evaluate_parser(argparse.ArgumentParser().add_subparsers())
+
+
+def test_the_parser_lists_every_registered_suite_and_its_options():
+    from complexformer._cli import VOCABULARY
+    from complexformer.evaluation.cli import register_suites
+
+    parser = _evaluate_parser()
+    flags = {s for a in parser._actions for s in a.option_strings if a.help != "==SUPPRESS=="}
+    suites = register_suites()
+    assert {"ppl", "text", "code", "math", "extrapolation", "heads", "lm-eval"} <= set(suites)
+    suite_action = next(a for a in parser._actions if "--suite" in a.option_strings)
+    assert list(suite_action.choices) == list(suites)
+    for name, cls in suites.items():
+        for opt in cls.options:
+            assert opt.flag in flags, f"{name}: {opt.flag} missing from the evaluate parser"
+    assert flags - {"-h", "--help"} <= set(VOCABULARY)  # one vocabulary for every command
+    help_text = parser.format_help()
+    for name in suites:
+        assert f"\n  {name} " in help_text  # listed with its description
+
+
+def test_ppl_is_a_suite_and_options_bind_to_config_fields():
+    from complexformer.evaluation.ppl import PplConfig, PplSuite
+    from complexformer.evaluation.suite import get_suite
+
+    assert get_suite("ppl") is PplSuite and PplSuite.config_class is PplConfig
+    parser = _evaluate_parser()
+    args = parser.parse_args(["--model", "m", "--max-blocks", "3", "--split", "test"])
+    assert PplSuite.config_from_args(args) == PplConfig(split="test", max_blocks=3)
+    args = parser.parse_args(["--model", "m", "--k", "1", "10", "--k", "100", "--problems", "p"])
+    code = get_suite("code").config_from_args(args)
+    assert code.ks == (1, 10, 100) and code.problems == "p"
+    assert get_suite("math").config_from_args(args).data == "p"  # math's problem set
+
+
+def test_a_comma_in_a_list_is_refused_with_a_hint(capsys):
+    import pytest
+
+    parser = _evaluate_parser()
+    for flag in ("--k", "--multipliers", "--layers"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--model", "m", flag, "1,10"])
+        err = capsys.readouterr().err
+        assert "not commas" in err and "write 1 10" in err
+
+
+def test_lm_eval_tasks_path_is_printed_without_a_model(capsys):
+    import pytest
+
+    from complexformer.evaluation.lmeval import TASKS_DIR
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", "--lm-eval-tasks-path"])
+    assert exit_info.value.code == 0
+    printed = capsys.readouterr().out.strip()
+    assert printed == str(TASKS_DIR) and (TASKS_DIR / "complexformer_mc.yaml").is_file()
+
+
+def test_ppl_writes_its_report_into_the_runs_eval_folder(make_tiny_run, capsys):
+    run = make_tiny_run("cmha")
+    assert main(["evaluate", "--model", str(run), "--max-blocks", "2", "--json"]) == 0
+    out = capsys.readouterr().out
+    res = json.loads(out[out.rindex("\n{") + 1 :])
+    saved = json.loads((run / "eval" / "ppl.json").read_text())
+    assert saved["suite"] == "ppl" and saved["metrics"] == res and res["ppl"] > 1
+
+
+def test_an_export_without_data_is_refused_by_name(make_tiny_run, tmp_path, capsys):
+    import pytest
+
+    pytest.importorskip("transformers")
+    from complexformer.hf.export import export_run
+
+    export = tmp_path / "export"
+    export_run(make_tiny_run("cmha"), export)
+    assert main(["evaluate", "--model", str(export), "--threads", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"{export} (export) records no corpus" in err and "pass --data" in err
+    assert not (export / "eval").exists()

@@ -52,7 +52,7 @@ def _our_loglikelihoods(lm, tok, docs: list[str]) -> list[float]:
 def test_suite_perplexity_equals_our_own_from_the_summed_log_likelihood(export, tmp_path, capsys):
     lm, tok, model_dir, spec = export
     out = tmp_path / "res"
-    args = ["evaluate", "--ckpt", str(model_dir), "--suite", "lm-eval", "--data", spec]
+    args = ["evaluate", "--model", str(model_dir), "--suite", "lm-eval", "--data", spec]
     assert main([*args, "--max-documents", "6", "--out", str(out), "--batch-size", "4"]) == 0
     assert "complexformer_ppl word_perplexity" in capsys.readouterr().out
     payload = json.loads((out / "lm-eval.json").read_text())

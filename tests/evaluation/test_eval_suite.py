@@ -10,7 +10,14 @@ import torch
 from torch import nn
 
 from complexformer._config import ConfigBase
-from complexformer.evaluation import code_suite, extrapolation, heads, math_suite, text  # noqa: F401
+from complexformer.evaluation import (  # noqa: F401  (registers the suites)
+    code_suite,
+    extrapolation,
+    heads,
+    math_suite,
+    ppl,
+    text,
+)
 from complexformer.evaluation.suite import (
     SUITES,
     EvalRun,
@@ -24,11 +31,12 @@ from complexformer.evaluation.suite import (
 
 
 def test_every_suite_is_registered_with_its_options():
-    assert {"text", "code", "math", "extrapolation", "heads"} <= set(SUITES)
+    assert {"ppl", "text", "code", "math", "extrapolation", "heads"} <= set(SUITES)
     for name, cls in SUITES.items():
-        assert cls.name == name
+        assert cls.name == name and cls.description
         fields = set(cls.config_class.field_names())
-        assert set(cls.options.values()) <= fields, name
+        assert {opt.field for opt in cls.options} <= fields, name
+        assert len({opt.flag for opt in cls.options}) == len(cls.options), name
     assert SUITES["extrapolation"].many_runs and not SUITES["text"].many_runs
     with pytest.raises(ValueError, match=r"unknown evaluation suite 'txt' \(did you mean 'text'"):
         get_suite("txt")
@@ -91,5 +99,5 @@ def test_shared_helpers():
         run_dir = "runs/x"
 
     assert data_spec("text:a.txt", _Run(), "X.data") == "text:a.txt"
-    with pytest.raises(ValueError, match="runs/x has no training config.*set X.data"):
+    with pytest.raises(ValueError, match="runs/x records no corpus.*set X.data"):
         data_spec(None, _Run(), "X.data")
