@@ -139,3 +139,22 @@ def test_each_command_has_an_example_that_parses(command):
     docs = _cli_docs()
     args = build_parser().parse_args(docs.example_argv(command))
     assert args.command == command
+
+
+def test_set_reaches_the_configs_of_reproduce_and_retrofit():
+    from complexformer._cli import build_configs
+    from complexformer.reproduce.cli import scale_of
+    from complexformer.retrofit.config import RetrofitConfig
+    from complexformer.training import TrainConfig
+
+    p = build_parser()
+    args = p.parse_args(["reproduce", "--set", "dropout=0.2", "lr=3e-4", "--max-steps", "7"])
+    scale = scale_of(args)
+    assert scale.model["dropout"] == scale.gpt2_model["dropout"] == 0.2
+    assert (scale.train["lr"], scale.train["max_steps"]) == (3e-4, 7)
+    args = p.parse_args(["retrofit", "--out", "o", "--bf16", "--set", "gqa=query", "lr=0.5"])
+    kw = build_configs(args, {"retrofit": RetrofitConfig, "train": TrainConfig})
+    assert kw["retrofit"]["gqa"] == "query" and kw["train"]["lr"] == 0.5
+    with pytest.raises(ValueError, match="did you mean 'lr'"):
+        build_configs(p.parse_args(["train", "--out", "o", "--set", "lrr=1"]),
+                      {"train": TrainConfig})  # fmt: skip

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from .._cli import add_seeds, add_threads
+from .._cli import add_seeds, add_set, add_threads, build_configs
+from .variants import get_scale
 
 __all__ = ["add_reproduce_parser", "cmd_reproduce"]
 
@@ -43,6 +44,8 @@ def _command(args: argparse.Namespace, out: str) -> str:
     parts = ["complexformer", "reproduce"]
     parts += ["--table", *(args.table or ["1"])]
     parts += ["--scale", args.scale, "--seeds", *map(str, args.seeds), "--out", out]
+    if args.set:
+        parts += ["--set", *args.set]
     for flag in ("data", "evaluator", "threads", "max_steps"):
         value = getattr(args, flag)
         if value is not None:
@@ -58,13 +61,30 @@ def _command(args: argparse.Namespace, out: str) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
+def scale_of(args: argparse.Namespace):
+    """The scale of ``--scale`` changed by ``--max-steps`` and ``--set``: TrainConfig fields
+    change its ``train`` entries, GPTConfig fields its models (every variant alike)."""
+    from ..models.config import GPTConfig
+    from ..training import TrainConfig
+
+    kw = build_configs(
+        argparse.Namespace(set=args.set, max_steps=args.max_steps),
+        {"model": GPTConfig, "train": TrainConfig},
+    )
+    scale = get_scale(args.scale, **kw["train"])
+    if kw["model"]:
+        scale = scale.replace(
+            model={**scale.model, **kw["model"]},
+            gpt2_model={**scale.gpt2_model, **kw["model"]},
+        )
+    return scale
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run ``complexformer reproduce`` from parsed arguments."""
     from .runner import ReproduceConfig, format_plan, reproduce, resolve_budget
-    from .variants import get_scale
 
-    overrides = {} if args.max_steps is None else {"max_steps": args.max_steps}
-    scale = get_scale(args.scale, **overrides)
+    scale = scale_of(args)
     out = args.out or f"runs/reproduce-{args.scale}"
     config = ReproduceConfig(
         out=out,
@@ -178,6 +198,10 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         action="store_true",
         help="train, do not evaluate or tabulate (automatic under torchrun)",
     )
+    from ..models.config import GPTConfig
+    from ..training import TrainConfig
+
+    add_set(r, (GPTConfig, TrainConfig))
     r.add_argument(
         "--dry-run",
         action="store_true",
