@@ -50,6 +50,8 @@ def test_compat_vit_errors_name_the_bad_value():
         cc.models.ViT(16, 4, dim=32, depth=1, heads=4, pos_encoding="cope")
     with pytest.raises(ValueError, match="softmax_on must be 'complex' or 'real', got 'split'"):
         cc.models.ViT(16, 4, dim=32, depth=1, heads=4, softmax_on="split")
-    with pytest.raises(ValueError, match="not divisible"):
+    with pytest.raises(
+        ValueError, match=r"image_size \(15\) must be divisible by patch_size \(4\)"
+    ):
         cc.models.ViT(15, 4, dim=32, depth=1, heads=4)
     assert torch.is_complex(cc.models.ViT(8, 4, dim=8, depth=1, heads=2)(crandn(1, 1, 8, 8)))

@@ -10,6 +10,11 @@ complextorch's :class:`ViTLayer`:
 
 complextorch's ``ViTLayer`` docstring describes a pre-norm before the attention too; its forward
 has none, and this follows the forward. The head's output is complex (B, num_classes), as there.
+
+Invalid arguments raise complextorch's exceptions and messages, checked in complextorch's order
+(image and patch size, ``pos_encoding``, ``dim`` and ``heads``, ``dropout``, ``softmax_on``);
+sizes complextorch does not check (a depth or width that is not positive) raise
+complexformer.models.ViT's ``ValueError``.
 """
 
 from __future__ import annotations
@@ -22,8 +27,12 @@ from complexformer.models import ViT as _ViT
 from ..nn.attention import MultiheadAttention, translate_score
 from ..nn.norm import LayerNorm
 from ..nn.positional import RotaryEmbedding, SinusoidalPositionalEncoding
+from ..nn.validation import check_dropout
 
 __all__ = ["ViT", "ViTLayer", "vit_b", "vit_h", "vit_l", "vit_s", "vit_t"]
+
+#: Values of ``pos_encoding`` (complextorch ``ViT``).
+POS_ENCODINGS = ("learned", "sinusoidal", "rotary")
 
 
 class _ViTFFN(nn.Module):
@@ -86,6 +95,12 @@ class ViT(_ViT):
         pos_encoding: ``"learned"`` (a complex table added), ``"sinusoidal"`` (complex phasors
             added) or ``"rotary"`` (RoPE on the per-head queries and keys, shared by the blocks).
 
+    Raises:
+        ValueError: ``image_size`` not a multiple of ``patch_size``, an unknown
+            ``pos_encoding``, ``dim`` not a multiple of ``heads``, ``dropout`` outside [0, 1]
+            or an unknown ``softmax_on``, with complextorch's messages (a ``ZeroDivisionError``
+            for a zero ``patch_size`` or ``heads``, as there).
+
     Shapes:
         input complex (B, in_channels, image_size, image_size) -> complex (B, num_classes)
         (complex (B, dim) class-token features when ``num_classes=0``).
@@ -106,7 +121,20 @@ class ViT(_ViT):
         softmax_on: str = "complex",
         pos_encoding: str = "learned",
     ) -> None:
-        score = translate_score(softmax_on)
+        # complextorch's checks, in its order and words, before complexformer.models.ViT's
+        if image_size % patch_size != 0:
+            raise ValueError(
+                f"image_size ({image_size}) must be divisible by patch_size ({patch_size})"
+            )
+        if pos_encoding not in POS_ENCODINGS:
+            raise ValueError(
+                f"pos_encoding must be 'learned', 'sinusoidal' or 'rotary'; got {pos_encoding!r}"
+            )
+        if dim % heads != 0:
+            raise ValueError(f"dim ({dim}) must be divisible by heads ({heads})")
+        check_dropout(dropout)
+        # complextorch checks softmax_on in its blocks: with depth 0 it is never looked at
+        score = translate_score(softmax_on) if depth > 0 else "real"
         super().__init__(
             image_size,
             patch_size,

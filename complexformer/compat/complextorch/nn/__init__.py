@@ -1,8 +1,12 @@
-"""complextorch 2.1.1's ``nn`` transformer, attention and position classes on complexformer.nn."""
+"""complextorch 2.1.1's ``nn`` transformer, attention and position classes on complexformer.nn.
 
-from complexformer.nn import HolographicAttention
+The classes are also importable from complextorch's module paths, e.g.
+``complexformer.compat.complextorch.nn.modules.position.RotaryEmbedding`` (see ``modules``).
+"""
 
-from .attention import ATTENTIONS, SOFTMAX_ON, MultiheadAttention
+from . import modules as modules  # complextorch's module paths (nn.modules.position, ...)
+from .attention import MultiheadAttention, ScaledDotProductAttention
+from .holographic import HolographicAttention
 from .norm import LayerNorm
 from .positional import CoPE, RotaryEmbedding, SinusoidalPositionalEncoding
 from .softmax import CVSoftMax, MagSoftMax, PhaseSoftMax
@@ -15,8 +19,6 @@ from .transformer import (
 )
 
 __all__ = [
-    "ATTENTIONS",
-    "SOFTMAX_ON",
     "CVSoftMax",
     "CoPE",
     "HolographicAttention",
@@ -25,6 +27,7 @@ __all__ = [
     "MultiheadAttention",
     "PhaseSoftMax",
     "RotaryEmbedding",
+    "ScaledDotProductAttention",
     "SinusoidalPositionalEncoding",
     "Transformer",
     "TransformerDecoder",

@@ -3,6 +3,9 @@ angle arithmetic (``angles="float32"``), so that outputs agree to the last bits 
 
 complexformer.nn's defaults form the angles omega_k * n in float64, which is exact but differs
 from complextorch by ~n * 6e-8 rad at position n (above 1e-5 from n of a few hundred).
+
+An input whose last dimension is not ``dim`` raises complextorch's ``ValueError`` ("last dim of
+input (5) must equal dim (4)"); the other checks are complexformer.nn's.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 from torch import Tensor
 
 from complexformer import nn as cnn
+
+from .validation import check_last_dim
 
 __all__ = ["CoPE", "RotaryEmbedding", "SinusoidalPositionalEncoding"]
 
@@ -28,6 +33,7 @@ class RotaryEmbedding(cnn.RotaryEmbedding):
 
     def forward(self, input: Tensor, offset: int = 0) -> Tensor:
         """input (..., L, dim) -> rotated, same shape (a real input is lifted to complex)."""
+        check_last_dim(input, self.dim)
         return super().forward(input, offset)
 
 
@@ -44,6 +50,7 @@ class SinusoidalPositionalEncoding(cnn.SinusoidalPositionalEncoding):
 
     def forward(self, input: Tensor, offset: int = 0) -> Tensor:
         """input (..., L, dim) -> input plus the phasor bank, same shape."""
+        check_last_dim(input, self.dim)
         return super().forward(input, offset)
 
 
@@ -60,4 +67,5 @@ class CoPE(cnn.CoPE):
 
     def forward(self, input: Tensor, offset: int = 0) -> Tensor:
         """input (..., L, dim) -> rotated, same shape."""
+        check_last_dim(input, self.dim)
         return super().forward(input, offset)

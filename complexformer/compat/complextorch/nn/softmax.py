@@ -12,7 +12,7 @@ from torch import Tensor
 
 from complexformer.nn import ComplexSoftmax
 
-__all__ = ["SOFTMAX_SCORES", "CVSoftMax", "MagSoftMax", "PhaseSoftMax", "score_of"]
+__all__ = ["SOFTMAX_SCORES", "CVSoftMax", "MagSoftMax", "PhaseSoftMax", "known_score", "score_of"]
 
 #: complextorch softmax class name -> complexformer.nn score.
 SOFTMAX_SCORES = {"CVSoftMax": "split", "PhaseSoftMax": "phase", "MagSoftMax": "modulus"}
@@ -54,16 +54,32 @@ class MagSoftMax(_ScoreSoftmax):
     _score = "modulus"
 
 
+def known_score(softmax_class) -> str | None:
+    """The complexformer.nn ``score`` of a softmax class of this package or of complextorch.
+
+    Args:
+        softmax_class: a class such as ``CVSoftMax`` (complextorch's or this package's).
+
+    Returns:
+        ``"split"``, ``"phase"`` or ``"modulus"``; None for any other class (which
+        :class:`ScaledDotProductAttention` then applies as it is, without the fused kernels).
+    """
+    name = getattr(softmax_class, "__name__", None)
+    module = getattr(softmax_class, "__module__", "") or ""
+    if name in SOFTMAX_SCORES and module.split(".")[0] in ("complextorch", "complexformer"):
+        return SOFTMAX_SCORES[name]
+    return None
+
+
 def score_of(softmax_class) -> str:
     """The complexformer.nn ``score`` of a softmax class of this package or of complextorch.
 
     Raises:
         ValueError: for any other class, naming it and the classes allowed.
     """
-    name = getattr(softmax_class, "__name__", None)
-    module = getattr(softmax_class, "__module__", "") or ""
-    if name in SOFTMAX_SCORES and module.split(".")[0] in ("complextorch", "complexformer"):
-        return SOFTMAX_SCORES[name]
+    score = known_score(softmax_class)
+    if score is not None:
+        return score
     raise ValueError(
         f"SoftMaxClass must be one of {', '.join(SOFTMAX_SCORES)} (of complextorch or of "
         f"complexformer.compat.complextorch.nn), got {softmax_class!r}"
