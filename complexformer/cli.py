@@ -126,34 +126,6 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    """``evaluate``: the suites of :mod:`complexformer.evaluation`, or the perplexity of a
-    retrofit adaptation (:mod:`complexformer.retrofit`) when ``--model`` is one."""
-    from .retrofit.evaluate import is_retrofit, retrofit_perplexity
-
-    if not any(is_retrofit(c) for c in args.model):
-        from .evaluation.cli import cmd_evaluate as evaluate_runs
-
-        return evaluate_runs(args)
-
-    suites = list(dict.fromkeys(args.suite or ["ppl"]))
-    if suites != ["ppl"] or len(args.model) > 1:
-        raise ValueError(
-            f"a retrofit adaptation is evaluated by --suite ppl with one --model; got suites "
-            f"{suites} and {len(args.model)} --model"
-        )
-    res = retrofit_perplexity(
-        args.model[0], args.data, args.split or "val", args.batch_size or 4, args.max_blocks
-    )
-    print(
-        json.dumps(res, indent=2)
-        if args.json
-        else f"{res['data']} [{res['split']}]: loss {res['loss']:.4f}  perplexity "
-        f"{res['ppl']:.2f}  ({res['tokens']:,} tokens)"
-    )
-    return 0
-
-
 def cmd_export(args: argparse.Namespace) -> int:
     from ._optional import require
     from ._runtime import cpu_settings
@@ -378,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_train_parser(sub, fmt)
     _add_generate_parser(sub)
-    add_evaluate_parser(sub).set_defaults(func=cmd_evaluate)
+    add_evaluate_parser(sub)
     _add_info_export_parsers(sub)
     add_retrofit_parser(sub)
     add_reproduce_parser(sub)

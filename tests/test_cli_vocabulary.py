@@ -158,3 +158,20 @@ def test_set_reaches_the_configs_of_reproduce_and_retrofit():
     with pytest.raises(ValueError, match="did you mean 'lr'"):
         build_configs(p.parse_args(["train", "--out", "o", "--set", "lrr=1"]),
                       {"train": TrainConfig})  # fmt: skip
+
+
+def test_evaluate_set_reaches_fields_without_an_option():
+    from complexformer.evaluation.cli import register_suites, suite_overrides
+    from complexformer.evaluation.suite import get_suite
+
+    register_suites()
+    heads, text = get_suite("heads"), get_suite("text")
+    args = build_parser().parse_args(
+        ["evaluate", "--model", "r", "--set", "block_len=32", "text.num_prompts=3"]
+    )
+    got = suite_overrides(args, [heads, text])
+    assert got == {"heads": {"block_len": 32}, "text": {"num_prompts": 3}}
+    assert heads.config_from_args(args).replace(**got["heads"]).block_len == 32
+    with pytest.raises(ValueError, match="block_lne"):
+        suite_overrides(build_parser().parse_args(["evaluate", "--model", "r", "--set",
+                                                   "block_lne=3"]), [heads])  # fmt: skip

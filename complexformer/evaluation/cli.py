@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .._cli import add_model, add_threads
+from .._config import parse_overrides, unknown_key_error
 
 __all__ = [
     "LM_EVAL_TASKS_DIR",
@@ -105,8 +106,30 @@ def _check_artifact(suite: Any, artifact: Any) -> None:
         )
 
 
-def _run_suite(cls: Any, args: argparse.Namespace, artifacts: list[Any]) -> None:
+def suite_overrides(args: argparse.Namespace, classes: list[Any]) -> dict[str, dict[str, Any]]:
+    """``--set`` per suite: ``KEY=VALUE`` sets the field in every chosen suite whose config
+    has it, ``SUITE.KEY=VALUE`` in that suite only; a key no chosen suite has is refused."""
+    out: dict[str, dict[str, Any]] = {c.name: {} for c in classes}
+    fields = {c.name: set(c.config_class.field_names()) for c in classes}
+    for key, value in parse_overrides(getattr(args, "set", None) or []).items():
+        scope, _, name = key.rpartition(".")
+        if scope and scope not in fields:
+            raise unknown_key_error(scope, sorted(fields), "suite in --set (not chosen by --suite)")
+        owners = [n for n in ([scope] if scope else fields) if name in fields[n]]
+        if not owners:
+            valid = sorted(set().union(*fields.values()))
+            raise unknown_key_error(name, valid, f"field of the {'/'.join(fields)} config")
+        for n in owners:
+            out[n][name] = value
+    return out
+
+
+def _run_suite(
+    cls: Any, args: argparse.Namespace, artifacts: list[Any], overrides: dict[str, Any]
+) -> None:
     config = cls.config_from_args(args)
+    if overrides:
+        config = config.replace(**overrides)
     out = out_dir(args.out, artifacts)
     if cls.many_runs:
         suite = cls(config, print, names=[str(p) for p in args.model])
@@ -139,10 +162,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 f"several --model are compared only by --suite extrapolation; got "
                 f"{len(args.model)} models for suites {', '.join(single)}"
             )
+    overrides = suite_overrides(args, classes)
     with cpu_settings(args.threads or None):
         artifacts = [load_artifact(path) for path in args.model]
         for cls in classes:
-            _run_suite(cls, args, artifacts)
+            _run_suite(cls, args, artifacts, overrides[cls.name])
     return 0
 
 
@@ -196,6 +220,15 @@ def add_evaluate_parser(sub) -> argparse.ArgumentParser:
     )
     add_threads(e)
     e.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    e.add_argument(
+        "--set",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override any field of the chosen suites' configs, also those without an option "
+        "(SUITE.KEY=VALUE for one suite; VALUE read as JSON when it parses)",
+    )
     e.add_argument(
         "--lm-eval-tasks-path",
         action=_PrintTasksPath,

@@ -43,12 +43,23 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from .._atomic import atomic_output
+from .._cli import int_list
 from .._config import ConfigBase
 from .._report import markdown_table
 from .._runtime import eval_mode
 from ..attention.registry import scheme_max_length
 from ..data import load_corpus, load_token_splits
-from .suite import Suite, data_spec, fmt_number, register_suite
+from .suite import (
+    BATCH_SIZE,
+    DATA,
+    SEED,
+    SPLIT,
+    Suite,
+    data_spec,
+    fmt_number,
+    option,
+    register_suite,
+)
 
 __all__ = [
     "PROTOCOLS",
@@ -480,7 +491,7 @@ def run_extrapolation_suite(
 
     Args:
         runs: run / checkpoint / model directories (loaded one at a time) or
-            :class:`~complexformer.training.LoadedRun` objects.
+            :class:`~complexformer.lm.LoadedRun` objects.
         config: an :class:`ExtrapolationConfig` (default settings when None).
         out_dir: where to write ``extrapolation.json``, ``extrapolation.md`` and
             ``extrapolation.png``; None: write nothing.
@@ -507,16 +518,29 @@ class ExtrapolationSuite(Suite):
     """The length-extrapolation suite (see :func:`run_extrapolation_suite`)."""
 
     name = "extrapolation"
+    description = "perplexity at multiples of the training length, one curve per --model"
     config_class = ExtrapolationConfig
-    options = {
-        "data": "data",
-        "split": "split",
-        "multipliers": "multipliers",
-        "max_tokens": "max_tokens",
-        "batch_size": "batch_size",
-        "protocol": "protocol",
-        "seed": "seed",
-    }
+    options = (
+        DATA,
+        SPLIT,
+        option(
+            "--multipliers",
+            nargs="+",
+            action="extend",
+            type=int_list,
+            metavar="M",
+            help="context lengths as multiples of the training length (1 2 4 8 16)",
+        ),
+        option("--max-tokens", type=int, metavar="N", help="tokens scored at every length (16384)"),
+        BATCH_SIZE,
+        option(
+            "--protocol",
+            choices=("blocks", "last_window"),
+            help="blocks: the same tokens cut into blocks of each length (default); "
+            "last_window: the same final T-1 tokens with growing context",
+        ),
+        SEED,
+    )
     many_runs = True
     lists_files = True
 
@@ -534,7 +558,7 @@ class ExtrapolationSuite(Suite):
         corpora: dict[str, Any] = {}
         entries = []
         for i, r in enumerate(runs):
-            path = None if hasattr(r, "model") else str(r)
+            path = None if hasattr(r, "model") else str(getattr(r, "path", r))
             run = self.load(r)
             if path is None and getattr(run, "run_dir", None) is not None:
                 path = str(run.run_dir)

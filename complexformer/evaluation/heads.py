@@ -54,6 +54,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from .._atomic import atomic_write
+from .._cli import int_list
 from .._config import ConfigBase
 from .._runtime import eval_mode
 from ..attention.functional import causal_mask
@@ -67,7 +68,7 @@ from .heads_report import (
     plot_attention,
     plot_grids,
 )
-from .suite import Suite, data_spec, register_suite
+from .suite import BATCH_SIZE, DATA, SEED, SPLIT, Suite, data_spec, option, register_suite
 
 __all__ = [
     "STAT_NAMES",
@@ -406,7 +407,7 @@ def run_heads_suite(
 
     Args:
         run: a run / checkpoint / model directory or a
-            :class:`~complexformer.training.LoadedRun`.
+            :class:`~complexformer.lm.LoadedRun`.
         config: a :class:`HeadsConfig` (defaults when None).
         out_dir: where to write ``heads.json``, ``heads.md``, ``heads_delta.png`` and
             ``heads_bias.png`` (CMHA schemes only), ``heads_semantic_share.png``,
@@ -431,16 +432,24 @@ class HeadsSuite(Suite):
     """The per-head analysis (see :func:`run_heads_suite`)."""
 
     name = "heads"
+    description = "CMHA's delta and b per head, semantic vs positional share, attention maps"
     config_class = HeadsConfig
-    options = {
-        "data": "data",
-        "split": "split",
-        "num_blocks": "num_blocks",
-        "prompt": "prompt",
-        "layers": "layers",
-        "seed": "seed",
-        "batch_size": "batch_size",
-    }
+    options = (
+        DATA,
+        SPLIT,
+        option("--num-blocks", type=int, metavar="N", help="blocks of real data measured (8)"),
+        option("--prompt", metavar="TEXT", help="prompt whose attention maps are drawn"),
+        option(
+            "--layers",
+            nargs="+",
+            action="extend",
+            type=int_list,
+            metavar="L",
+            help="layers to draw, e.g. --layers 0 1 (default all)",
+        ),
+        SEED,
+        BATCH_SIZE,
+    )
     lists_files = True
 
     def load_data(self, run) -> tuple[str, np.ndarray, np.ndarray, int]:

@@ -1,20 +1,24 @@
 """The skeleton every evaluation suite follows: load the run -> its data -> compute -> report.
 
 A suite is a :class:`Suite` subclass registered by name with :func:`register_suite`. It names
-its config class (a :class:`~complexformer._config.ConfigBase` dataclass) and the command-line
-options that fill it, and implements :meth:`Suite.load_data`, :meth:`Suite.compute` and
+its config class (a :class:`~complexformer._config.ConfigBase` dataclass) and declares the
+command-line options that fill it (:class:`Option`: a flag, its argparse settings and the
+config field it binds), and implements :meth:`Suite.load_data`, :meth:`Suite.compute` and
 :meth:`Suite.markdown`; :meth:`Suite.run` does the rest the same way for every suite (the run
 loaded from a path when one is given, ``<name>.json`` and ``<name>.md`` written atomically,
 extra files such as plots listed in the payload, a one-line summary logged).
-``complexformer evaluate --suite NAME`` finds the suite in :data:`SUITES`.
+``complexformer evaluate`` builds its parser from the options of the suites in :data:`SUITES`
+and finds ``--suite NAME`` there. Options that several suites read (``--data``, ``--split``,
+``--seed``, the sampling settings) are declared once here and listed by each suite.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,11 +26,22 @@ from torch import nn
 
 from .._config import ConfigBase, unknown_key_error
 from .._report import write_report
-from ..training import load_run
+from ..lm import load_run
 
 __all__ = [
+    "BATCH_SIZE",
+    "DATA",
+    "MAX_NEW_TOKENS",
+    "MAX_PROBLEMS",
+    "NUM_FEWSHOT",
+    "PROBLEMS",
+    "SEED",
+    "SPLIT",
     "SUITES",
+    "TEMPERATURE",
+    "TOP_P",
     "EvalRun",
+    "Option",
     "Suite",
     "data_spec",
     "fmt_number",
@@ -39,13 +54,91 @@ __all__ = [
 @dataclass
 class EvalRun:
     """A model to evaluate with what the suites read from a run (a
-    :class:`~complexformer.training.LoadedRun` has the same attributes)."""
+    :class:`~complexformer.lm.LoadedRun` has the same attributes)."""
 
     model: nn.Module
     tokenizer: Any = None
     train_config: Any = None
     run_dir: Path | None = None
     step: int | None = None
+
+
+@dataclass(frozen=True)
+class Option:
+    """A command-line option of a suite and the config field it fills.
+
+    Attributes:
+        flag: the option, e.g. ``"--num-samples"`` (its destination is ``num_samples``).
+        field: the config field the given value is stored in.
+        settings: the keyword arguments of ``argparse.ArgumentParser.add_argument``
+            (``type``, ``nargs``, ``action``, ``choices``, ``metavar``, ``help``).
+    """
+
+    flag: str
+    field: str
+    settings: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def bind(self, field_name: str) -> Option:
+        """The same option filling another config field."""
+        return replace(self, field=field_name)
+
+    def add_to(self, group: Any, note: str = "") -> None:
+        """Add the option to an argparse parser or group (``note`` appended to its help)."""
+        settings = dict(self.settings)
+        if note:
+            settings["help"] = f"{settings.get('help', '')} {note}".strip()
+        group.add_argument(self.flag, dest=self.dest, default=None, **settings)
+
+
+def option(flag: str, field_name: str | None = None, **settings: Any) -> Option:
+    """An :class:`Option` whose field defaults to the flag's destination."""
+    opt = Option(flag, "", settings)
+    return opt.bind(field_name or opt.dest)
+
+
+# Options that several suites read, declared once (a suite lists those it reads).
+DATA = option(
+    "--data",
+    metavar="SPEC",
+    help="corpus of the prompts or blocks (default: the one the model records; text: stdlib)",
+)
+SPLIT = option(
+    "--split",
+    choices=("train", "val", "test"),
+    help="split of the corpus (default val; text: test)",
+)
+BATCH_SIZE = option("--batch-size", type=int, metavar="N", help="sequences per forward pass")
+SEED = option(
+    "--seed",
+    type=int,
+    metavar="N",
+    help="seed of sampling and of the choices of prompts and blocks (default 0)",
+)
+MAX_NEW_TOKENS = option(
+    "--max-new-tokens", type=int, metavar="N", help="new tokens per sample (default 256)"
+)
+TEMPERATURE = option(
+    "--temperature",
+    type=float,
+    metavar="T",
+    help="sampling temperature, 0 greedy (text 1.0, code 0.8, math 0)",
+)
+TOP_P = option(
+    "--top-p", type=float, metavar="P", help="nucleus mass (text 0.9, code 0.95, math 1.0)"
+)
+PROBLEMS = option(
+    "--problems",
+    metavar="SET",
+    help="problem set: code: humaneval (offline, "
+    "default), mbpp or a HumanEval-format JSONL file; math: gsm8k (default), "
+    "math or a JSONL file with question/answer",
+)
+MAX_PROBLEMS = option("--max-problems", type=int, metavar="N", help="use the first N problems")
+NUM_FEWSHOT = option("--num-fewshot", type=int, metavar="N", help="worked examples in the prompt")
 
 
 def model_info(model: nn.Module) -> dict[str, Any]:
@@ -68,9 +161,10 @@ def data_spec(configured: str | None, run: Any, what: str) -> str:
         return configured
     train_config = getattr(run, "train_config", None)
     if train_config is None:
-        where = getattr(run, "run_dir", None) or "the model"
+        where = getattr(run, "source", None) or getattr(run, "run_dir", None) or "the model"
         raise ValueError(
-            f"{where} has no training config to take the data spec from; set {what} (--data)"
+            f"{where} records no corpus (no training config) to evaluate on; set {what} "
+            "(pass --data)"
         )
     return train_config.data
 
@@ -87,8 +181,10 @@ class Suite:
 
     Class attributes:
         name: the suite's name (``--suite NAME``, ``NAME.json``, ``NAME.md``).
+        description: what it measures, in a few words (the command line's help).
         config_class: its config dataclass.
-        options: command-line destination -> config field, for the options this suite reads.
+        options: the command-line options this suite reads, each bound to a config field
+            (the shared ones of this module, and its own).
         many_runs: the suite compares several runs: ``run`` takes a list, and
             :meth:`compute` loads them one at a time with :meth:`load` (so only one model is
             in memory at once).
@@ -100,8 +196,9 @@ class Suite:
     """
 
     name: ClassVar[str]
+    description: ClassVar[str] = ""
     config_class: ClassVar[type[ConfigBase]]
-    options: ClassVar[dict[str, str]] = {}
+    options: ClassVar[tuple[Option, ...]] = ()
     many_runs: ClassVar[bool] = False
     lists_files: ClassVar[bool] = False
 
@@ -114,11 +211,31 @@ class Suite:
             validate()
         self.say: Callable[[str], Any] = log or (lambda _msg: None)
 
+    @classmethod
+    def config_from_args(cls, args: argparse.Namespace) -> ConfigBase:
+        """The config from the parsed options this suite reads (an option not given keeps
+        the config's default)."""
+        kwargs = {
+            opt.field: getattr(args, opt.dest)
+            for opt in cls.options
+            if getattr(args, opt.dest, None) is not None
+        }
+        return cls.config_class(**kwargs)
+
+    def reads_corpus(self) -> bool:
+        """Whether the suite scores the corpus ``--data`` names (a model that records no
+        corpus then needs ``--data``)."""
+        return any(opt.flag == "--data" for opt in self.options)
+
     # ---------------------------------------------------------------- the four stages
     def load(self, run: Any) -> Any:
-        """A path is loaded with :func:`~complexformer.training.load_run`; else ``run``."""
+        """A path is loaded with :func:`~complexformer.lm.load_run`; an artifact
+        (:func:`~complexformer.artifacts.load_artifact`) gives its language model or is
+        refused by kind; a loaded run is used as it is."""
         if hasattr(run, "model"):
             return run
+        if hasattr(run, "require_lm"):
+            return run.require_lm(f"suite {self.name}")
         return load_run(run, device=getattr(self.config, "device", "cpu"))
 
     def load_data(self, run: Any) -> Any:

@@ -20,15 +20,21 @@ from ..data import load_corpus, load_token_splits
 from ..evaluation.extrapolation import ExtrapolationConfig, run_extrapolation_suite
 from ..evaluation.genppl import load_evaluator
 from ..evaluation.text import TextSuiteConfig, run_text_suite
-from ..training import evaluate_perplexity, load_run
+from ..lm import load_run
+from ..training import evaluate_perplexity
 from .plan import PlannedRun, ReproduceConfig
 from .variants import Scale
 
-__all__ = ["cached_result", "eval_paths", "eval_settings", "evaluate_run"]
+__all__ = ["cached_result", "eval_paths", "eval_settings", "evaluate_run", "settings_key"]
 
 
 # ---------------------------------------------------------------------- evaluation settings
-def _key(settings: dict[str, Any]) -> str:
+def settings_key(settings: dict[str, Any]) -> str:
+    """A short hash of evaluation settings (10 hex digits) that names their result files.
+
+    The settings are hashed as sorted JSON, so the key does not depend on the order of the
+    dict; any setting that changes names another file, and an earlier result is not reused.
+    """
     text = json.dumps(settings, sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
 
@@ -67,7 +73,7 @@ def eval_paths(
     ``<key>`` hashes the piece's settings and the run's number of steps."""
     paths = {}
     for piece, s in settings.items():
-        key = _key({**s, "steps": steps})
+        key = settings_key({**s, "steps": steps})
         if piece == "ppl":
             paths[piece] = run_dir_ / "eval" / f"ppl-{key}.json"
         else:

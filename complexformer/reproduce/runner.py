@@ -9,7 +9,7 @@ Ability via Head-Specific Complex Vector Attention" (2025), Tables 1 and 4, at a
    it, so Table 4 after Table 1 reuses the ``cmha``, ``cmha_shared`` and ``rope`` runs.
    Every run has the same data, tokenizer, token budget and TrainConfig (seed aside); only
    the model's ``pos_scheme``, ``pcl`` and (for ``gpt2``) shape differ.
-2. **Train** with :func:`complexformer.training.train` (``resume=True``): a run whose
+2. **Train** with :func:`complexformer.lm.train` (``resume=True``): a run whose
    ``summary.json`` exists is finished and skipped; an interrupted one continues from its
    newest intact checkpoint (exactly, see docs/training.md). A run directory trained with
    other settings is refused rather than mixed into the table.
@@ -39,7 +39,7 @@ from typing import Any
 from .._report import write_json
 from .._runtime import cpu_settings
 from ..evaluation.genppl import resolve_evaluator
-from ..training import train
+from ..lm import train
 from ..training.dist import env_world, resolve_device
 from ..training.rundir import run_lock
 from . import table as tables
@@ -165,7 +165,7 @@ def format_plan(config: ReproduceConfig, runs: list[PlannedRun] | None = None) -
         f"reproduce: scale {scale.name}: {scale.description}",
         f"output: {Path(config.out).resolve()}",
         f"data: {config.data_spec}; tokenizer: {scale.tokenizer or 'BPE'} "
-        f"(vocab {scale.vocab_size}); seeds: {list(range(config.seeds))}; "
+        f"(vocab {scale.vocab_size}); seeds: {list(config.seeds)}; "
         f"device {config.device}; threads {config.threads or 'default'}",
         f"gen-PPL evaluator: {config.evaluator_spec or 'none (gen-PPL skipped)'}",
         "",
@@ -252,7 +252,7 @@ def _table_meta(config: ReproduceConfig, runs: list[PlannedRun]) -> dict[str, An
         "data": config.data_spec,
         "tokens_per_run": f"{tc.max_steps * tc.batch_size * mc.max_seq_len:,} "
         f"({tc.max_steps} steps x {tc.batch_size} x {mc.max_seq_len})",
-        "seeds": list(range(config.seeds)),
+        "seeds": list(config.seeds),
         "evaluator": config.evaluator_spec or "none (gen-PPL skipped)",
         "command": config.command,
     }
@@ -535,7 +535,7 @@ def reproduce(
                 {
                     "command": config.command,
                     "tables": list(config.tables),
-                    "seeds": config.seeds,
+                    "seeds": list(config.seeds),
                     "scale": scale.name,
                     "threads": config.threads,
                     "trained": trained,

@@ -16,10 +16,10 @@ from typing import Any
 import torch
 
 from .._report import write_json
-from ..evaluation.code import run_code_suite
-from ..evaluation.math import run_math_suite
-from ..training import load_run, train
-from .evaluate import _key
+from ..evaluation.code_suite import run_code_suite
+from ..evaluation.math_suite import run_math_suite
+from ..lm import load_run, train
+from .evaluate import settings_key
 from .finetune import math_corpus_file, math_problem_file
 from .plan import PlannedRun, ReproduceConfig
 from .variants import Scale
@@ -64,9 +64,10 @@ def task_settings(config: ReproduceConfig, task: str) -> dict[str, dict[str, Any
 
 def _paths(run: PlannedRun, settings: dict[str, dict[str, Any]], steps: Any) -> dict[str, Path]:
     suite = "code" if run.task == "code" else "math"
+    keys = {name: settings_key({**s, "steps": steps}) for name, s in settings.items()}
     return {
-        name: run.run_dir / "eval" / f"{suite}-{name}-{_key({**s, 'steps': steps})}" / "result.json"
-        for name, s in settings.items()
+        name: run.run_dir / "eval" / f"{suite}-{name}-{k}" / "result.json"
+        for name, k in keys.items()
     }
 
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from complexformer.evaluation.code import (
+from complexformer.evaluation.code_suite import (
     STOP_SEQUENCES,
     CodeSuiteConfig,
     build_program,
@@ -135,7 +135,7 @@ def test_humaneval_overhead_of_the_isolation_and_trusted_verdict(humaneval):
     # the new protocol (bubblewrap + trusted checker) against the old one (one program per
     # completion behind unshare and the Python guard), 2 workers each, interleaved in
     # chunks so that the load of a shared machine falls on both alike
-    from complexformer.evaluation import verdict
+    from complexformer.evaluation.sandbox import verdict
 
     def old(pairs):
         return [verdict._weak_check(p, c, 3.0, 1024, "none") for p, c in pairs]
@@ -246,7 +246,7 @@ MBPP_ROW = {
 def test_mbpp_through_datasets(monkeypatch):
     import types
 
-    from complexformer.evaluation import code
+    from complexformer.evaluation import code_suite as code
 
     calls = []
 
@@ -354,7 +354,7 @@ def _config(path, **kw):
 
 
 def test_run_code_suite_on_the_tiny_model(tiny_run, suite_file, tmp_path):
-    from complexformer.training import load_run
+    from complexformer.lm import load_run
 
     run = load_run(tiny_run)
     out = tmp_path / "a"
@@ -407,8 +407,8 @@ def test_run_code_suite_on_the_tiny_model(tiny_run, suite_file, tmp_path):
 
 
 def test_learned_positions_left_truncate_long_prompts(tiny_run, suite_file):
+    from complexformer.lm import load_run
     from complexformer.models import ComplexFormerLM, GPTConfig
-    from complexformer.training import load_run
     from tests.evaluation.evaluation_testlib import TINY_MODEL
 
     tokenizer = load_run(tiny_run).tokenizer

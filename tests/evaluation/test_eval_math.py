@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from complexformer.evaluation.math import (
+from complexformer.evaluation.math_suite import (
     MathSuiteConfig,
     extract_answer,
     extract_boxed,
@@ -153,7 +153,7 @@ def test_load_local_jsonl(jsonl, tmp_path):
 
 @pytest.fixture(scope="module")
 def run(tiny_run):
-    from complexformer.training import load_run
+    from complexformer.lm import load_run
 
     return load_run(tiny_run)
 
