@@ -51,8 +51,14 @@ def cmd_retrofit(args: argparse.Namespace) -> int:
     kw = build_configs(args, {"retrofit": RetrofitConfig, "train": TrainConfig}, defaults=defaults)
     cfg, tc = RetrofitConfig(**kw["retrofit"]), TrainConfig(**kw["train"])
     summary = train_task(RetrofitTask(cfg), tc, resume=args.resume, overwrite=args.overwrite)
-    keys = ("base_val_loss", "base_val_ppl", "val_loss", "val_ppl", "steps")
+    keys = ("start_val_loss", "start_val_ppl", "val_loss", "val_ppl", "steps")
     print(json.dumps({k: summary.get(k) for k in keys if k in summary}))
+    if summary.get("start_val_ppl") and summary.get("val_ppl"):
+        change = summary["val_ppl"] / summary["start_val_ppl"] - 1
+        print(
+            f"validation perplexity: base {summary['start_val_ppl']:.3f} -> "
+            f"{summary['val_ppl']:.3f} after {summary['steps']} steps ({100 * change:+.2f} %)"
+        )
     return 0
 
 

@@ -43,8 +43,12 @@ class RetrofitTask(TrainTask):
 
     The loss is the base model's own next-token cross-entropy (``model(input_ids,
     labels=input_ids).loss``) on blocks of ``seq_len`` tokens of the corpus, tokenised with
-    the base model's tokenizer.
+    the base model's tokenizer. The validation split is scored once before training: the
+    converted model is still the base model then (δ = 1, b = 0, LoRA at zero), so the summary's
+    ``start_val_ppl`` against ``val_ppl`` is what the adaptation changed.
     """
+
+    evaluate_before_training = True
 
     def __init__(self, config: RetrofitConfig) -> None:
         self.cfg = config

@@ -54,7 +54,7 @@ from .dist import (
 from .metrics import METRICS_FILE, MetricsLogger, check_tensorboard
 from .optim import build_optimizer, build_scheduler
 from .plot import plot_loss_curves
-from .rundir import check_out_dir, clear_run, run_lock
+from .rundir import START_EVAL_FILE, check_out_dir, clear_run, run_lock
 from .task import TrainTask
 
 __all__ = ["DATA_STREAM_FIELDS", "StepStats", "Trainer", "train_task"]
@@ -196,6 +196,7 @@ class Trainer:
         try:
             with cpu_settings(self.tc.num_threads, flush), lock:
                 self.setup()
+                self.maybe_eval_start()
                 try:
                     while self.step < self.tc.max_steps:
                         stats = self.train_step()
@@ -467,6 +468,19 @@ class Trainer:
             self.tc.eval_blocks,
         )
 
+    def maybe_eval_start(self) -> None:
+        """Validate before the first update of a fresh run when the task asks for it
+        (:attr:`TrainTask.evaluate_before_training`); kept in ``start_eval.json``."""
+        if not self.task.evaluate_before_training or self.step != 0:
+            return
+        result = self.evaluate()
+        if result is not None and self.dist.is_main:
+            atomic_write_text(self.out / START_EVAL_FILE, json.dumps(result, indent=2) + "\n")
+            self.log(
+                f"eval before training: val_loss {result['loss']:.4f} | "
+                f"val_ppl {result['ppl']:.2f} ({result['tokens']:,} tokens)"
+            )
+
     def maybe_eval(self, row: dict[str, Any] | None) -> None:
         """Validate every ``eval_every`` steps and at the end; the result goes into ``row``."""
         if not self._is_eval_step():
@@ -533,6 +547,10 @@ class Trainer:
             "train_loss": self.last_train_loss,
             "resumed_from": None if self.ckpt is None else self.ckpt.step,
         }
+        start = out / START_EVAL_FILE
+        if start.is_file():
+            first = json.loads(start.read_text(encoding="utf-8"))
+            summary["start_val_loss"], summary["start_val_ppl"] = first["loss"], first["ppl"]
         if self.dist.is_main:
             self.task.save_final(self.model, out / "model")
             atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")

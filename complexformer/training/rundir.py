@@ -20,6 +20,7 @@ __all__ = [
     "RUN_ARTIFACTS",
     "RunExistsError",
     "RunLockedError",
+    "START_EVAL_FILE",
     "check_out_dir",
     "clear_run",
     "run_lock",
@@ -27,6 +28,9 @@ __all__ = [
 
 #: The run's default sample prompt: the start of a validation document of its corpus.
 PROMPT_FILE = "prompt.txt"
+
+#: The validation result before the first update (``TrainTask.evaluate_before_training``).
+START_EVAL_FILE = "start_eval.json"
 
 #: Files and directories a run writes into its ``out_dir`` (deleted by ``overwrite=True``).
 RUN_ARTIFACTS = (
@@ -40,6 +44,7 @@ RUN_ARTIFACTS = (
     "summary.json",
     "loss.png",
     PROMPT_FILE,
+    START_EVAL_FILE,
 )
 
 

@@ -58,6 +58,11 @@ class TrainTask:
 
     train_tokens: np.ndarray
     val_tokens: np.ndarray
+    #: Score the validation split once before the first update of a fresh run; the result is
+    #: kept in ``start_eval.json`` and reported in the summary as ``start_val_loss`` and
+    #: ``start_val_ppl`` (a conversion that starts exact, such as the retrofit, then shows
+    #: what training changed).
+    evaluate_before_training: bool = False
 
     def prepare(
         self,

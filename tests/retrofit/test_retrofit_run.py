@@ -18,6 +18,7 @@ from complexformer.retrofit import (
     save_adaptation,
     to_cmha,
 )
+from complexformer.retrofit.evaluate import retrofit_perplexity
 from complexformer.retrofit.io import load_adaptation_tensors
 from complexformer.training import TrainConfig, list_checkpoints, read_metrics, train_task
 from tests.common_testlib import write_corpus
@@ -180,7 +181,15 @@ def test_command_line_retrofit_generate_evaluate(base_dir, corpus, tmp_path, cap
     args = ["retrofit", "--base", str(base_dir), "--data", corpus, "--out", str(out)]
     args += ["--max-steps", "2", "--seq-len", "32", "--batch-size", "2", "--eval-every", "2"]
     assert main(args) == 0
-    capsys.readouterr()
+    printed = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    first = json.loads((out / "start_eval.json").read_text())
+    assert summary["start_val_loss"] == first["loss"]
+    assert f"validation perplexity: base {summary['start_val_ppl']:.3f} -> " in printed
+    tok = transformers.AutoTokenizer.from_pretrained(base_dir)  # the unconverted base itself
+    loaded = (_fresh(base_dir), tok, RetrofitConfig(base=str(base_dir), seq_len=32))
+    base = retrofit_perplexity(out, corpus, "val", 4, 16, loaded=loaded, log=None)
+    assert base["loss"] == pytest.approx(first["loss"], rel=0, abs=1e-5)
     assert main(["generate", "--model", str(out), "--prompt", "the cat", "--temperature", "0",
                  "--max-new-tokens", "5"]) == 0  # fmt: skip
     text = capsys.readouterr().out
