@@ -378,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except (ValueError, OSError, KeyError, ImportError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        msg = getattr(e, "cli_message", msg)  # an error that knows the command line's flags
         print(f"complexformer {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

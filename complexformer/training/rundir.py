@@ -53,7 +53,15 @@ LOCK_FILE = ".lock"
 
 
 class RunExistsError(FileExistsError):
-    """``out_dir`` already holds a run and neither ``resume`` nor ``overwrite`` was given."""
+    """``out_dir`` already holds a run and neither ``resume`` nor ``overwrite`` was given.
+
+    The message names the Python arguments; ``cli_message`` says the same with the
+    command line's flags (what ``complexformer`` prints).
+    """
+
+    def __init__(self, message: str, cli_message: str) -> None:
+        super().__init__(message)
+        self.cli_message = cli_message
 
 
 class RunLockedError(BlockingIOError):
@@ -126,14 +134,16 @@ def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
         return
     if not resume:
         what = "checkpoints" if has_ckpt else "a final model"
+        held = f"{out} already holds a training run ({what});"
         raise RunExistsError(
-            f"{out} already holds a training run ({what}); pass resume=True (--resume) to "
-            f"continue it or overwrite=True (--overwrite) to delete it and start over"
+            f"{held} pass resume=True to continue it or overwrite=True to delete it and "
+            "start over",
+            f"{held} add --resume to continue it or --overwrite to delete it and start over",
         )
     if not has_ckpt:
+        held = f"cannot resume {out}: it holds a final model but no checkpoint;"
         raise RunExistsError(
-            f"cannot resume {out}: it holds a final model but no checkpoint; pass "
-            f"overwrite=True to start over"
+            f"{held} pass overwrite=True to start over", f"{held} use --overwrite to start over"
         )
 
 

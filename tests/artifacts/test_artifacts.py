@@ -100,3 +100,11 @@ def test_cmplxbert_directory_is_described_and_refused_by_generate(tmp_path, caps
     code = main(["export", "--model", str(tmp_path / "cb"), "--out", str(tmp_path / "x")])
     assert code == 2 and "is a CmplxBERT directory" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_an_existing_run_is_named_in_the_command_line_s_terms(lm_run, corpus, capsys):
+    capsys.readouterr()
+    assert main(["train", "--data", corpus, "--out", str(lm_run), *TRAIN]) == 2
+    err = capsys.readouterr().err
+    assert "complexformer train: error:" in err and "add --resume to continue it" in err
+    assert "resume=True" not in err
