@@ -32,13 +32,10 @@ def free_port() -> int:
 
 def train_command(model: dict, train: dict, out, data: str) -> list[str]:
     """``python -m complexformer train`` with the tiny preset set to ``model`` and ``train``."""
-    sets = [f"{k}={json.dumps(v)}" for k, v in model.items()]  # vocab_size: the model's
-    sets += [f"{k}={json.dumps(v)}" for k, v in train.items() if k != "vocab_size"]
+    sets = [f"model.{k}={json.dumps(v)}" for k, v in model.items()]
+    sets += [f"train.{k}={json.dumps(v)}" for k, v in train.items()]
     cmd = [sys.executable, "-m", "complexformer", "train", "--preset", "tiny", "--out", str(out)]
-    cmd += ["--data", data, "--vocab-size", str(train["vocab_size"]), "--sample-tokens", "0"]
-    for item in sets:
-        cmd += ["--set", item]
-    return cmd
+    return cmd + ["--data", data, "--sample-tokens", "0", "--set", *sets]
 
 
 def launch(world: int, cmd: list[str], timeout=240):
