@@ -35,13 +35,13 @@ import torch
 from tqdm.auto import tqdm
 
 from .._causal_lm import SMOLLM2_PACKAGE, CausalLMSource, load_causal_lm, resolve_causal_lm
+from ..hf import register_auto_classes
 
 __all__ = [
     "DEFAULT_EVALUATOR",
     "PAPER_EVALUATOR",
     "SMOLLM2_PACKAGE",
     "Evaluator",
-    "EvaluatorSource",
     "load_evaluator",
     "resolve_evaluator",
     "score_continuations",
@@ -54,12 +54,8 @@ DEFAULT_EVALUATOR = "smollm2"
 PAPER_EVALUATOR = "gpt2-large"
 
 
-#: Where an evaluator's weights come from (see :class:`complexformer._causal_lm.CausalLMSource`).
-EvaluatorSource = CausalLMSource
-
-
-def resolve_evaluator(spec: str) -> EvaluatorSource:
-    """Turn an evaluator spec into a :class:`EvaluatorSource`.
+def resolve_evaluator(spec: str) -> CausalLMSource:
+    """Turn an evaluator spec into a :class:`CausalLMSource`.
 
     Args:
         spec: ``"smollm2"``; a path to a ``.gguf`` file; ``"REPO:FILE.gguf"`` (a GGUF file in
@@ -91,7 +87,7 @@ class Evaluator:
 
     model: Any
     tokenizer: Any
-    source: EvaluatorSource
+    source: CausalLMSource
     max_length: int
     device: torch.device
 
@@ -143,6 +139,7 @@ def load_evaluator(
         ImportError: ``transformers`` (or, for GGUF, ``gguf``) is not installed.
         OSError: a hub name that cannot be downloaded (offline) or a bad directory.
     """
+    register_auto_classes()  # an exported ComplexFormer directory loads as an evaluator too
     model, tokenizer, source = load_causal_lm(
         resolve_evaluator(spec), dtype=dtype, role="evaluator"
     )

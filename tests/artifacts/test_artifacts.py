@@ -73,6 +73,11 @@ def test_export_records_no_corpus_and_refuses_to_guess(lm_run, tmp_path, capsys)
     capsys.readouterr()
     assert main(["info", "--model", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["kind"] == "export"
+    from complexformer.evaluation.genppl import load_evaluator
+
+    evaluator = load_evaluator(str(out))  # an export scores text as a gen-PPL evaluator too
+    ids = torch.tensor([[1, 2, 3, 4]])
+    assert_close(evaluator.model(ids).logits, art.run.model(ids).logits, atol=1e-5, rtol=1e-5)
 
 
 def test_cmplxbert_directory_is_described_and_refused_by_generate(tmp_path, capsys):
