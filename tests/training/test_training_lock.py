@@ -69,7 +69,7 @@ def test_two_concurrent_train_commands(tmp_path, corpus_spec, session_cache):
     env = {**os.environ, "COMPLEXFORMER_CACHE": str(session_cache), "OMP_NUM_THREADS": "1"}
     args = ["train", "--data", corpus_spec, "--out", str(out), *TINY]
     first = subprocess.Popen(
-        [sys.executable, "-m", "complexformer", *args, "--max-steps", "400", "--seed", "1"],
+        [sys.executable, "-m", "complexformer", *args, "--max-steps", "2000", "--seed", "1"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -99,8 +99,8 @@ def test_two_concurrent_train_commands(tmp_path, corpus_spec, session_cache):
     assert first.returncode == 0, stderr
     assert json.loads((out / "train_config.json").read_text())["seed"] == 1
     steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert steps == sorted(set(steps)) and steps[-1] == 400
-    assert json.loads((out / "summary.json").read_text())["steps"] == 400
+    assert steps == sorted(set(steps)) and steps[-1] == 2000
+    assert json.loads((out / "summary.json").read_text())["steps"] == 2000
 
 
 @pytest.fixture(scope="module")
