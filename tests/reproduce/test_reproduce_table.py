@@ -269,7 +269,11 @@ def test_tables_from_fabricated_run_directories(tmp_path, micro_scale):
     # other evaluation settings have other result files: nothing cached under them
     other = eval_settings(
         ReproduceConfig(
-            out=str(tmp_path), tables=("1",), scale=micro_scale, seeds=(0, 1, 2), evaluator="gpt2-large"
+            out=str(tmp_path),
+            tables=("1",),
+            scale=micro_scale,
+            seeds=(0, 1, 2),
+            evaluator="gpt2-large",
         )
     )
     assert cached_result(runs[("cmha", 0)], other) is None
