@@ -136,8 +136,7 @@ def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
         what = "checkpoints" if has_ckpt else "a final model"
         held = f"{out} already holds a training run ({what});"
         raise RunExistsError(
-            f"{held} pass resume=True to continue it or overwrite=True to delete it and "
-            "start over",
+            f"{held} pass resume=True to continue it or overwrite=True to delete it and start over",
             f"{held} add --resume to continue it or --overwrite to delete it and start over",
         )
     if not has_ckpt:
