@@ -186,32 +186,12 @@ def train(
     Args:
         model_config: the model configuration (``vocab_size`` is replaced).
         train_config: the training configuration.
-        resume: continue from the newest intact checkpoint in ``out_dir`` (damaged ones are
-            skipped with a warning); with no checkpoint at all, start fresh. A resumed run
-            reproduces the losses of an uninterrupted one exactly.
-        overwrite: delete an existing run in ``out_dir`` (its checkpoints, model, metrics,
-            tokenizer, ...) and start over. Without it, an ``out_dir`` holding checkpoints or a
-            final model raises :class:`RunExistsError`.
-        log: message sink (rank 0 only); None for silence.
-        callback: called on every rank after each update (after its metrics and checkpoint
-            are written) with ``{"step", "train_loss", "lr", "grad_norm", "row"}`` (``row``:
-            the metrics row written at this step, or None). Raising from it aborts the run as
-            a crash would (used by tests to simulate a kill).
-
-    Side effects: seeds the global torch / numpy / ``random`` generators (from
-    ``train_config.seed``); ``num_threads`` is restored on return; on a CPU, denormal floats
-    are flushed to zero during the run (``torch.set_flush_denormal``).
+        resume, overwrite, log, callback: as in :func:`~complexformer.training.train_task`
+            (resuming, starting afresh, the message sink, the per-update hook).
 
     Returns:
-        ``{"val_loss", "val_ppl", "steps", "tokens_seen", "run_dir", "elapsed_s",
-        "train_loss", "resumed_from"}`` (``val_*`` None when the validation split is too
-        small to fill one block).
-
-    Raises:
-        RunExistsError: ``out_dir`` holds a run and neither resume nor overwrite was given.
-        CheckpointError: ``resume=True`` but every checkpoint is damaged.
-        ValueError: inconsistent settings (batch size vs world size, a resumed run with a
-            different model or data stream, too few training tokens, ...).
+        The summary of :func:`~complexformer.training.train_task` (``val_loss``, ``val_ppl``,
+        ``steps``, ...); the same errors are raised.
     """
     return train_task(
         LMTask(model_config),
