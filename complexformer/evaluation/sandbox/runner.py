@@ -65,9 +65,14 @@ from .isolation import (
     WORK_DIR,
     bwrap_command,
     cgroup_parent,
+    memory_cgroup_parent,
+    memory_report,
+    owner_is_dead,
+    owner_token,
     probe_bwrap,
     probe_unshare,
     remove_cgroup,
+    set_memory_limit,
 )
 
 __all__ = [
@@ -79,6 +84,7 @@ __all__ = [
     "sandbox_capabilities",
     "site_package_dirs",
     "start_program",
+    "sweep_leftovers",
 ]
 
 MARKER_VAR = "COMPLEXFORMER_SANDBOX"
@@ -87,6 +93,9 @@ _SETUP_EXIT = 98  # the child could not set up the sandbox (limits, cgroup)
 _STATUSES = ("passed", "failed", "timeout", "memory", "error")
 _counter = itertools.count()
 _CHILD_FILES = ("literal_codec.py", "sandboxed_side.py")
+#: what the memory cgroup allows beyond ``memory_mb``: bubblewrap's processes, the
+#: interpreter's own start-up and the kernel's page tables and namespaces
+MEMORY_OVERHEAD_MB = 64
 
 
 class SandboxUnavailableError(OSError):
@@ -108,6 +117,8 @@ class SandboxResult:
         stderr: the last ``output_limit`` characters of standard error.
         wall_time: seconds from start to exit (or kill).
         sandbox_id: the marker value of this run (see :func:`find_sandbox_processes`).
+        memory_peak: the most memory the run's memory cgroup held at once, in bytes (all
+            its processes, its ``tmpfs`` files and kernel memory); None without one.
     """
 
     status: str
@@ -116,6 +127,7 @@ class SandboxResult:
     stderr: str
     wall_time: float
     sandbox_id: str
+    memory_peak: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -149,6 +161,10 @@ def sandbox_capabilities() -> dict[str, Any]:
         (those in force: ``user``, ``mount``, ``pid``, ``net``, ``ipc``, ``uts``);
         ``unshare_namespaces`` (those of the ``unshare`` prefix);
         ``cgroup`` (parent directory of the per-run ``pids`` cgroups, or None);
+        ``memory_cgroup`` (parent directory of the per-run memory cgroups, or None) and
+        ``memory_cgroup_version`` (1 or 2); ``memory_limit``: ``"cgroup"`` (one budget for
+        all processes and file systems of a run: ``memory_mb`` + ``MEMORY_OVERHEAD_MB``)
+        or ``"rlimit"`` (``RLIMIT_AS`` per process and sized ``tmpfs`` mounts only);
         ``process_limit``: ``"cgroup"``, ``"rlimit"`` (exact, in a fresh user namespace),
         ``"rlimit-approximate"`` (the user's task count + the cap) or ``"none"`` (root
         without bwrap or a writable cgroup: only the guard and the timeout stop a fork
@@ -161,6 +177,7 @@ def sandbox_capabilities() -> dict[str, Any]:
             bwrap = probe_bwrap(site_package_dirs()) if posix else None
             prefix, spaces = probe_unshare() if posix else ([], [])
             cgroup = cgroup_parent() if posix else None
+            memory = memory_cgroup_parent() if posix else None
             root = posix and os.geteuid() == 0
             if cgroup is not None:
                 plimit = "cgroup"
@@ -178,6 +195,9 @@ def sandbox_capabilities() -> dict[str, Any]:
                 "unshare": prefix,
                 "namespaces": spaces,
                 "cgroup": cgroup,
+                "memory_cgroup": memory[0] if memory else None,
+                "memory_cgroup_version": memory[1] if memory else None,
+                "memory_limit": "cgroup" if memory else "rlimit",
                 "process_limit": plimit,
                 "euid": os.geteuid() if posix else None,
             }
@@ -209,6 +229,11 @@ def _layers(caps: dict[str, Any]) -> list[str]:
         layers.append("unshare namespaces: " + ", ".join(caps["namespaces"]))
     if caps["process_limit"] != "none":
         layers.append(f"process cap ({caps['process_limit']})")
+    if caps.get("memory_limit") == "cgroup":
+        layers.append(
+            "memory cgroup: one budget for all processes and file systems "
+            f"(memory_mb + {MEMORY_OVERHEAD_MB} MiB)"
+        )
     layers += ["resource limits (address space, CPU, file size, open files)", "timeout"]
     layers.append("Python guard (audit hook), inner layer")
     return layers
@@ -272,6 +297,76 @@ def find_sandbox_processes(sandbox_id: str) -> list[int]:
         if state not in (b"Z", b"X"):
             found.append(int(name))
     return found
+
+
+_owner_lock = threading.Lock()
+_owner_cache: tuple[int, str] | None = None
+_swept: int | None = None
+
+
+def _owner() -> str:
+    """This process's owner mark (:func:`.isolation.owner_token`), cached per pid."""
+    global _owner_cache
+    with _owner_lock:
+        if _owner_cache is None or _owner_cache[0] != os.getpid():
+            token = owner_token() or f"{os.getpid()}.0.0"
+            _owner_cache = (os.getpid(), token)
+        return _owner_cache[1]
+
+
+def sweep_leftovers(tmp_dir: str | None = None) -> list[str]:
+    """Remove the cgroups and temporary directories that sandboxes of evaluating processes
+    that no longer exist left behind (an evaluator killed with SIGKILL cannot clean up).
+
+    A name carries its owner's pid, start time and PID namespace
+    (``complexformer-sandbox-PID.START.NS-...``); only names whose owner is gone are
+    removed, never those of a live evaluation, nor names without that mark. The first
+    :func:`start_program` of each process calls it.
+
+    Args:
+        tmp_dir: where the temporary directories are (default ``tempfile.gettempdir()``).
+
+    Returns:
+        The paths removed.
+    """
+    caps = sandbox_capabilities()
+    removed = []
+    parents = {caps["cgroup"], caps.get("memory_cgroup")} - {None}
+    for parent in sorted(parents):
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(parent, name)
+            if owner_is_dead(name) and os.path.isdir(path):
+                remove_cgroup(path)
+                if not os.path.exists(path):
+                    removed.append(path)
+    tmp_dir = tmp_dir or tempfile.gettempdir()
+    try:
+        names = os.listdir(tmp_dir)
+    except OSError:
+        names = []
+    for name in names:
+        path = os.path.join(tmp_dir, name)
+        if owner_is_dead(name) and os.path.isdir(path) and not os.path.islink(path):
+            _force_rmtree(path)
+            if not os.path.exists(path):
+                removed.append(path)
+    return removed
+
+
+def _sweep_once() -> None:
+    global _swept
+    with _owner_lock:
+        if _swept == os.getpid():
+            return
+        _swept = os.getpid()
+    try:
+        sweep_leftovers()
+    except OSError:  # never a reason not to run the program
+        pass
 
 
 def _kill_group(pgid: int) -> None:
@@ -434,7 +529,8 @@ class RunningProgram:
     def __init__(self, sandbox_id: str, root: str, caps: dict[str, Any], t0: float) -> None:
         self.sandbox_id, self.root, self.caps, self.t0 = sandbox_id, root, caps, t0
         self.proc: subprocess.Popen | None = None
-        self.cgroup: str | None = None
+        self.cgroups: list[str] = []
+        self.memory_cgroup: str | None = None
         self.error: str | None = None
 
     def _result(self, status: str, stderr: str) -> SandboxResult:
@@ -454,12 +550,18 @@ class RunningProgram:
             rc = self.proc.wait()
             if self.caps["isolation"] != "bwrap" and "pid" not in self.caps["namespaces"]:
                 _kill_marked(self.sandbox_id)  # processes that left the group (setsid)
-            if self.cgroup is not None:
-                remove_cgroup(self.cgroup)
-                self.cgroup = None
+            peak, oom_kills = None, 0
+            if self.memory_cgroup is not None:
+                peak, oom_kills = memory_report(
+                    self.memory_cgroup, self.caps["memory_cgroup_version"]
+                )
+            self._remove_cgroups()
             out = _tail(os.path.join(self.root, "stdout"), output_limit)
             err = _tail(os.path.join(self.root, "stderr"), output_limit)
-            return SandboxResult(_status(rc, err, timed_out), rc, out, err, wall, self.sandbox_id)
+            status = _status(rc, err, timed_out)
+            if oom_kills and status == "failed":
+                status = "memory"  # the cgroup's OOM killer ended a process of the run
+            return SandboxResult(status, rc, out, err, wall, self.sandbox_id, peak)
         finally:
             self.close()
 
@@ -468,10 +570,13 @@ class RunningProgram:
         if self.proc is not None and self.proc.returncode is None:
             _kill_group(self.proc.pid)
             self.proc.wait()
-        if self.cgroup is not None:
-            remove_cgroup(self.cgroup)
-            self.cgroup = None
+        self._remove_cgroups()
         _force_rmtree(self.root)
+
+    def _remove_cgroups(self) -> None:
+        while self.cgroups:
+            remove_cgroup(self.cgroups.pop())
+        self.memory_cgroup = None
 
 
 def _resolve_caps(isolation: str) -> dict[str, Any]:
@@ -496,6 +601,40 @@ def _resolve_caps(isolation: str) -> dict[str, Any]:
     return caps
 
 
+#: the ``sh`` wrapper that joins the run's cgroups (the arguments before ``--``), then
+#: becomes bwrap (after it)
+_JOIN = 'while [ "$1" != -- ]; do echo 0 > "$1" || exit 98; shift; done; shift; exec "$@"'
+
+
+def _make_cgroups(
+    run: RunningProgram,
+    caps: dict[str, Any],
+    sandbox_id: str,
+    max_processes: int,
+    memory_mb: int,
+    bwrap: bool,
+) -> None:
+    """The run's ``pids`` and memory cgroups (one, where both controllers share a
+    directory: cgroup v2), with their limits; recorded on ``run`` before any limit is set,
+    so that :meth:`RunningProgram.close` removes what was made."""
+    name = f"complexformer-sandbox-{sandbox_id}"
+    pids_parent, mem_parent = caps["cgroup"], caps.get("memory_cgroup")
+    if pids_parent is not None:
+        path = os.path.join(pids_parent, name)
+        os.mkdir(path)
+        run.cgroups.append(path)
+        with open(os.path.join(path, "pids.max"), "w") as f:
+            f.write(str(max_processes + (BWRAP_PROCESSES if bwrap else 0)))
+    if mem_parent is not None:
+        path = os.path.join(mem_parent, name)
+        if path not in run.cgroups:
+            os.mkdir(path)
+            run.cgroups.append(path)
+        run.memory_cgroup = path
+        limit = (int(memory_mb) + MEMORY_OVERHEAD_MB) << 20
+        set_memory_limit(path, caps["memory_cgroup_version"], limit)
+
+
 def start_program(
     source: str,
     *,
@@ -509,6 +648,7 @@ def start_program(
     site_packages: bool = True,
     isolation: str = "auto",
     serve: dict[str, Any] | None = None,
+    report: dict[str, int] | None = None,
     stdin: int | None = None,
     pass_fds: tuple[int, ...] = (),
 ) -> RunningProgram:
@@ -518,6 +658,9 @@ def start_program(
     Args:
         serve: ``{"entry_point", "request_fd", "response_fd"}``: after the program ran, answer
             calls of the entry point over these descriptors (see :mod:`.sandboxed_side`).
+        report: ``{"token_fd", "report_fd"}``: read a token from the first before the
+            program runs, and write it to the second when the program ran to its end (see
+            :mod:`.sandboxed_side`; both must be in ``pass_fds``).
         stdin: descriptor for the program's standard input (default ``/dev/null``).
         pass_fds: further descriptors the program inherits (same numbers).
     """
@@ -534,8 +677,11 @@ def start_program(
         raise OSError(f"the sandbox needs a POSIX system (resource limits); this is {os.name!r}")
     caps = _resolve_caps(isolation)
     bwrap = caps["bwrap"]
-    sandbox_id = f"{os.getpid()}-{next(_counter)}-{uuid.uuid4().hex[:12]}"
-    run = RunningProgram(sandbox_id, tempfile.mkdtemp(prefix="complexformer-sandbox-"), caps, 0.0)
+    _sweep_once()
+    owner = _owner()
+    sandbox_id = f"{owner}-{next(_counter)}-{uuid.uuid4().hex[:12]}"
+    root = tempfile.mkdtemp(prefix=f"complexformer-sandbox-{owner}-")
+    run = RunningProgram(sandbox_id, root, caps, 0.0)
     run.t0 = time.monotonic()
     try:
         work = WORK_DIR if bwrap else os.path.join(run.root, "work")
@@ -553,16 +699,12 @@ def start_program(
             nproc = _user_task_count(os.getuid()) + max_processes
         else:
             nproc = None
-        if caps["cgroup"] is not None:
-            run.cgroup = os.path.join(caps["cgroup"], f"complexformer-sandbox-{sandbox_id}")
-            try:
-                os.mkdir(run.cgroup)
-                with open(os.path.join(run.cgroup, "pids.max"), "w") as f:
-                    f.write(str(max_processes + (BWRAP_PROCESSES if bwrap else 0)))
-            except OSError as e:
-                run.error = f"sandbox: cgroup setup failed: {e}"
-                return run
-        procs = run.cgroup and os.path.join(run.cgroup, "cgroup.procs")
+        try:
+            _make_cgroups(run, caps, sandbox_id, max_processes, memory_mb, bool(bwrap))
+        except OSError as e:
+            run.error = f"sandbox: cgroup setup failed: {e}"
+            return run
+        procs = [os.path.join(c, "cgroup.procs") for c in run.cgroups]
         cfg = {
             "work": work,
             "program": PROGRAM_PATH if bwrap else program,
@@ -572,11 +714,12 @@ def start_program(
             "cpu": int(cpu_seconds or math.ceil(timeout) + 1),
             "nofile": int(max_open_files),
             "nproc": nproc,
-            "cgroup_procs": None if bwrap else procs,
+            "cgroup_procs": [] if bwrap else procs,
             "memory_exit": _MEMORY_EXIT,
             "setup_exit": _SETUP_EXIT,
             "site_packages": site_package_dirs() if site_packages else [],
             "serve": serve,
+            "report": report,
         }
         env = {
             "PATH": os.defpath,
@@ -592,8 +735,8 @@ def start_program(
         if bwrap:
             size = 4 * (int(max_file_size_mb) << 20)
             cmd = bwrap_command(bwrap, program, env, cfg["site_packages"], size) + args
-            if procs:  # join the cgroup as root, before bwrap drops to uid 65534
-                cmd = ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', procs, *cmd]
+            if procs:  # join the cgroups as root, before bwrap drops to uid 65534
+                cmd = ["/bin/sh", "-c", _JOIN, "sh", *procs, "--", *cmd]
             outer_env = {k: env[k] for k in ("PATH", "LANG", "LC_ALL", MARKER_VAR)}
             cwd = run.root
         else:

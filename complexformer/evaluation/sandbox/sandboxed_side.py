@@ -4,6 +4,12 @@ Shipped as source to a fresh ``python -I -S -B -c`` (after the source of :mod:`.
 so it is self-contained: standard library only, no ``from __future__``, nothing of
 ``complexformer`` imported. :func:`main` reads its settings from ``sys.argv[1]`` (JSON).
 
+With ``report`` (the weak path of :mod:`.verdict`), the child reads a token from the
+descriptor ``token_fd`` until end of file before the program runs, closes it, and writes the
+token to ``report_fd`` only when the program (prompt, completion, tests, ``check``) ran to its
+end without an exception: the token is in no file, argument or variable the program can read
+by ordinary means, only in this interpreter's memory.
+
 In ``serve`` mode (the trusted verdict of :mod:`.verdict`) the program (prompt + completion,
 no tests) runs as ``__main__``; then the child answers calls of the entry point, reading
 ``(args, kwargs)`` frames from the request descriptor and writing ``("ok", result)``,
@@ -24,8 +30,8 @@ def main() -> None:  # pragma: no cover - runs in the sandboxed interpreter
 
     cfg = json.loads(sys.argv[1])
     try:
-        if cfg["cgroup_procs"]:
-            with open(cfg["cgroup_procs"], "w") as f:
+        for procs in cfg["cgroup_procs"]:
+            with open(procs, "w") as f:
                 f.write("0")
         inf = resource.RLIM_INFINITY
         limits = [
@@ -47,6 +53,15 @@ def main() -> None:  # pragma: no cover - runs in the sandboxed interpreter
         os.chdir(cfg["work"])
         with open(cfg["program"], encoding="utf-8") as f:
             source = f.read()
+        report = cfg.get("report")
+        token = b""
+        if report:  # the weak path's token: only in this process's memory from here on
+            while len(token) < 4096:
+                chunk = os.read(report["token_fd"], 4096)
+                if not chunk:
+                    break
+                token += chunk
+            os.close(report["token_fd"])
     except Exception as e:  # report, do not run the program unconstrained
         sys.stderr.write(f"sandbox setup failed: {type(e).__name__}: {e}\n")
         sys.stderr.flush()
@@ -218,6 +233,8 @@ def main() -> None:  # pragma: no cover - runs in the sandboxed interpreter
     try:
         if serve is None:
             exec(compile(source, filename, "exec"), main.__dict__)
+            if report:  # the whole program ran to its end (its tests included)
+                os.write(report["report_fd"], token)
             return
         try:
             exec(compile(source, filename, "exec"), main.__dict__)

@@ -22,21 +22,22 @@ bounded, scrubbed last line of its standard error (:func:`scrub`); nothing else.
 
 from __future__ import annotations
 
+import hmac
 import json
 import math
 import os
+import secrets
 import select
 import signal
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .runner import SandboxResult, run_program, site_package_dirs, start_program
+from .runner import SandboxResult, site_package_dirs, start_program
 
 __all__ = ["MESSAGE_LIMIT", "build_program", "check_program", "scrub", "weak_problems"]
 
@@ -122,17 +123,60 @@ def _trusted() -> str:
     return _trusted_source
 
 
+def _read_report(fd: int, limit: int = 4096) -> bytes:
+    """What the program's report descriptor holds (its writers are gone), at most ``limit``
+    bytes, without blocking."""
+    os.set_blocking(fd, False)
+    data = b""
+    while len(data) <= limit:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def _weak_check(
     problem: Mapping[str, Any], completion: str, timeout: float, memory_mb: int, isolation: str
 ) -> dict[str, Any]:
-    # A random token written after check() returns: a completion that exits with status 0
-    # before the tests ran does not pass. Forgeable from inside; hence "weak".
-    nonce = uuid.uuid4().hex
-    program = build_program(problem, completion) + (
-        f"\n__import__('os').write(1, b'\\n{nonce}\\n')\n"
-    )
-    res = run_program(program, timeout=timeout, memory_mb=memory_mb, isolation=isolation)
-    if res.passed and nonce not in res.stdout:
+    # The single program, run inside the sandbox; a pass needs exit status 0 and a random
+    # token on a descriptor of its own, which the sandboxed side writes only after the
+    # program (tests and check() included) ran to its end. The token reaches the sandbox
+    # through a pipe read before the program starts: it is in no file, argument or
+    # environment variable, only in the interpreter's memory, where code written to find it
+    # (frames, ctypes, /proc/self/mem) still can; and a result whose __eq__ is always true
+    # passes on this path. Hence "weak".
+    token = secrets.token_hex(16).encode()
+    token_r, token_w = os.pipe()
+    report_r, report_w = os.pipe()
+    ends = [token_r, token_w, report_r, report_w]
+    try:
+        os.write(token_w, token)
+        os.close(token_w)
+        ends.remove(token_w)
+        run = start_program(
+            build_program(problem, completion),
+            timeout=timeout,
+            memory_mb=memory_mb,
+            isolation=isolation,
+            report={"token_fd": token_r, "report_fd": report_w},
+            pass_fds=(token_r, report_w),
+        )
+        for fd in (token_r, report_w):
+            os.close(fd)
+            ends.remove(fd)
+        if run.error is not None:
+            run.close()
+            return {"passed": False, "result": f"error: {scrub(run.error)}", "verdict": "weak"}
+        res = run.finish(timeout)
+        reported = _read_report(report_r)
+    finally:
+        for fd in ends:
+            os.close(fd)
+    if res.passed and not hmac.compare_digest(reported, token):
         return {"passed": False, "result": EXITED, "verdict": "weak"}
     return {"passed": res.passed, "result": _describe(res), "verdict": "weak"}
 
