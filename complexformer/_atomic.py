@@ -10,6 +10,11 @@ A directory is built in ``.tmp-<name>-XXXXXXXX`` beside it. If ``<name>`` exists
 into ``.old-<name>-XXXXXXXX/<name>`` just before the new one takes its place, and deleted
 after; a crash between the two renames leaves ``<name>`` missing and its previous complete
 state in the ``.old-*`` directory, which :func:`remove_stale_temporaries` moves back.
+
+A symbolic link at the final name is refused with
+:class:`~complexformer._safe_paths.SymlinkRefusedError` naming it, before anything is written
+and again just before the rename: the package never writes through a link, and never
+replaces one it did not make.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+from ._safe_paths import refuse_link
 
 __all__ = [
     "OLD_PREFIX",
@@ -108,8 +115,13 @@ def _make_temp_dir(parent: Path, prefix: str) -> Path:
 def atomic_output(path: str | os.PathLike[str]) -> Iterator[str]:
     """Yield a temporary file name next to ``path`` for a writer that takes a file name
     (``safetensors``' ``save_file``, ``savefig``); on success it is synced and moved onto
-    ``path``, on an exception it is removed and ``path`` is left untouched."""
+    ``path``, on an exception it is removed and ``path`` is left untouched.
+
+    Raises:
+        SymlinkRefusedError: ``path`` is a symbolic link (its target is never written).
+    """
     path = Path(path)
+    refuse_link(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = str(_make_temp_file(path.parent, f".{path.name}.", ".tmp"))
     mode = _mode(tmp)  # what the umask gives a new file
@@ -117,6 +129,7 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[str]:
         yield tmp
         _set_mode(tmp, mode)  # the writer may have replaced the file with a private one
         _fsync_path(tmp)
+        refuse_link(path)  # planted while the writer ran; os.replace would replace the link
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -178,14 +191,19 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
 
     Yields:
         The temporary directory.
+
+    Raises:
+        SymlinkRefusedError: ``path`` is a symbolic link (nothing is written).
     """
     final = Path(path)
+    refuse_link(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = _make_temp_dir(final.parent, f"{TMP_PREFIX}{final.name}-")
     dir_mode = _mode(tmp)  # what the umask gives a new directory
     try:
         yield tmp
         _finish_tree(tmp, dir_mode)
+        refuse_link(final)
         _swap_dir(tmp, final)
         _fsync_dir(final.parent)
     except BaseException:
@@ -195,7 +213,7 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 def _restore_old(old: Path) -> None:
     """Move ``.old-<name>-*/<name>`` back to ``<name>`` if a swap stopped between its renames."""
-    inner = [p for p in old.iterdir() if p.is_dir()]
+    inner = [p for p in old.iterdir() if p.is_dir() and not p.is_symlink()]
     if len(inner) != 1:
         return
     name = inner[0].name
@@ -210,11 +228,18 @@ def remove_stale_temporaries(root: str | os.PathLike[str]) -> list[Path]:
 
     Returns:
         The deleted directories.
+
+    Raises:
+        SymlinkRefusedError: an entry named like a temporary is a symbolic link (nothing is
+            removed or moved).
     """
     root = Path(root)
     removed: list[Path] = []
     if not root.is_dir():
         return removed
+    for p in sorted(root.iterdir()):
+        if p.name.startswith((TMP_PREFIX, OLD_PREFIX)):
+            refuse_link(p)
     for p in sorted(root.iterdir()):
         if p.is_dir() and p.name.startswith(OLD_PREFIX):
             with contextlib.suppress(OSError):

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from complexformer._atomic import atomic_output
 from complexformer._report import markdown_table, write_report
 from complexformer._runtime import cpu_settings
 
@@ -135,5 +136,6 @@ def _plot(p: dict[str, Any], path: Path) -> None:
     ax.legend(fontsize=8)
     bx.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_output(path) as tmp:  # refuses a symbolic link at path
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)

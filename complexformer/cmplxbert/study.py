@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from complexformer._atomic import atomic_write_text
+from complexformer._atomic import atomic_output, atomic_write_text
 from complexformer._config import ConfigBase
 from complexformer._report import markdown_table, write_report
 from complexformer._runtime import cpu_settings
@@ -422,5 +422,6 @@ def _plot(p: dict[str, Any], path: Path) -> None:
     bx.set_xlabel("MLM updates")
     bx.set_ylabel("validation MLM loss")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_output(path) as tmp:  # refuses a symbolic link at path
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from .._atomic import atomic_write_text
+from .._safe_paths import is_regular_file, read_text, refuse_link
 from ..data import load_corpus
 from ..data.corpus import document_start
 from ..training.config import TrainConfig
@@ -31,16 +32,21 @@ def run_prompt(path: str | os.PathLike) -> str:
     Raises:
         FileNotFoundError: ``path`` belongs to no run directory with a ``train_config.json``
             (then a prompt must be given explicitly).
+        SymlinkRefusedError: ``prompt.txt`` or ``train_config.json`` is a symbolic link (it is
+            never read or written through).
     """
     run_dir = find_run_dir(path)
-    if run_dir is None or not (run_dir / "train_config.json").is_file():
+    if run_dir is not None:
+        refuse_link(run_dir / "train_config.json")
+        refuse_link(run_dir / PROMPT_FILE)
+    if run_dir is None or not is_regular_file(run_dir / "train_config.json"):
         raise FileNotFoundError(
             f"{path} is not inside a run directory with a train_config.json, so it has no "
             f"default prompt; give one with --prompt or --prompt-file"
         )
     recorded = run_dir / PROMPT_FILE
-    if recorded.is_file():
-        return recorded.read_text(encoding="utf-8")
+    if is_regular_file(recorded):
+        return read_text(recorded)
     tc = TrainConfig.load(run_dir / "train_config.json")
     prompt = document_start(load_corpus(tc.data, text_field=tc.text_field))
     try:

@@ -35,7 +35,7 @@ from .loop import StepStats, Trainer, train_task
 from .metrics import METRICS_FILE, MetricsLogger
 from .optim import build_optimizer, build_scheduler, decay_split, lr_at, lr_factor, param_groups
 from .plot import plot_loss_curves, read_metrics
-from .rundir import RunExistsError
+from .rundir import NotARunFolderError, RunExistsError
 from .task import StepLoss, TrainTask
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "CheckpointError",
     "DistInfo",
     "MetricsLogger",
+    "NotARunFolderError",
     "RunExistsError",
     "StepLoss",
     "TrainConfig",

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 
 from .._atomic import atomic_write_text, remove_stale_temporaries
 from .._runtime import cpu_settings
+from .._safe_paths import is_regular_file, read_text
 from ..data import BlockSampler
 from .checkpoint import (
     CHECKPOINTS_DIR,
@@ -54,7 +55,14 @@ from .dist import (
 from .metrics import METRICS_FILE, MetricsLogger, check_tensorboard
 from .optim import build_optimizer, build_scheduler
 from .plot import plot_loss_curves
-from .rundir import START_EVAL_FILE, check_out_dir, clear_run, run_lock
+from .rundir import (
+    START_EVAL_FILE,
+    check_out_dir,
+    check_run_folder,
+    clear_run,
+    mark_run,
+    run_lock,
+)
 from .task import TrainTask
 
 __all__ = ["DATA_STREAM_FIELDS", "StepStats", "Trainer", "train_task"]
@@ -94,6 +102,7 @@ def train_task(
 
     Run directory (``train_config.out_dir``)::
 
+        .complexformer-run     the run marker (written first)
         train_config.json      training config
         metrics.jsonl          one JSON row per logged step
         checkpoints/step_0000500/   model/optimizer/rng .safetensors, state.json, manifest.json
@@ -103,6 +112,8 @@ def train_task(
         tensorboard/           with tensorboard=True
 
     plus what the task writes itself (``write_run_files``: its configuration, tokenizer ...).
+    ``out_dir`` must be missing, empty or a run; nothing inside it is read, written or removed
+    through a symbolic link (:mod:`~complexformer.training.rundir`).
 
     Args:
         task: what to train (:class:`~complexformer.training.task.TrainTask`).
@@ -130,6 +141,9 @@ def train_task(
 
     Raises:
         RunExistsError: ``out_dir`` holds a run and neither resume nor overwrite was given.
+        NotARunFolderError: ``out_dir`` is a non-empty folder that is not a run (also with
+            overwrite; nothing in it is changed).
+        SymlinkRefusedError: a symbolic link among the run's files (it is named).
         CheckpointError: ``resume=True`` but every checkpoint is damaged.
         ValueError: inconsistent settings (batch size vs world size, a resumed run with a
             different model or data stream, too few training tokens, ...).
@@ -194,6 +208,7 @@ class Trainer:
         flush = self.dist.device.type == "cpu"
         lock = run_lock(self.out, "training run") if self.dist.is_main else contextlib.nullcontext()
         try:
+            check_run_folder(self.out)  # before the lock touches a folder that is not a run
             with cpu_settings(self.tc.num_threads, flush), lock:
                 self.setup()
                 self.maybe_eval_start()
@@ -248,6 +263,7 @@ class Trainer:
         barrier()
         if dist.is_main:
             out.mkdir(parents=True, exist_ok=True)
+            mark_run(out)  # before anything else is written
             if self.overwrite:
                 clear_run(out)
             remove_stale_temporaries(self.ckpt_root)
@@ -548,8 +564,8 @@ class Trainer:
             "resumed_from": None if self.ckpt is None else self.ckpt.step,
         }
         start = out / START_EVAL_FILE
-        if start.is_file():
-            first = json.loads(start.read_text(encoding="utf-8"))
+        if is_regular_file(start):
+            first = json.loads(read_text(start))
             summary["start_val_loss"], summary["start_val_ppl"] = first["loss"], first["ppl"]
         if self.dist.is_main:
             self.task.save_final(self.model, out / "model")

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._atomic import atomic_write_text
 from .._optional import require
+from .._safe_paths import is_regular_file, open_file
 from .plot import read_metrics
 
 __all__ = ["METRICS_FILE", "MetricsLogger"]
@@ -26,20 +27,24 @@ class MetricsLogger:
             its last checkpoint) are dropped, so the file reads as one uninterrupted run.
         tensorboard: also write scalars to ``<run>/tensorboard`` (needs ``tensorboard``).
 
+    The file is opened without following a link and only as a regular file with no other
+    hard link (:func:`~complexformer._safe_paths.open_file`).
+
     Raises:
         ImportError: ``tensorboard=True`` without the ``tensorboard`` package.
+        SymlinkRefusedError: ``metrics.jsonl`` is a symbolic link (its target is untouched).
     """
 
     def __init__(
         self, run_dir: str | os.PathLike, resume_step: int | None = None, tensorboard: bool = False
     ) -> None:
         self.path = Path(run_dir) / METRICS_FILE
-        if resume_step is None or not self.path.is_file():
-            self.path.write_text("", encoding="utf-8")
+        if resume_step is None or not is_regular_file(self.path):
+            open_file(self.path, "w").close()
         else:
             keep = [r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step]
             atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in keep))
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._file = open_file(self.path, "a")
         self._tb = None
         if tensorboard:
             self._tb = open_tensorboard(Path(run_dir) / "tensorboard")

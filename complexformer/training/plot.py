@@ -9,14 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import atomic_output
+from .._safe_paths import open_file
 
 __all__ = ["plot_loss_curves", "read_metrics"]
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """The rows of a ``metrics.jsonl`` file (blank or truncated trailing lines are skipped)."""
+    """The rows of a ``metrics.jsonl`` file (blank or truncated trailing lines are skipped).
+
+    The file is read without following a symbolic link
+    (:class:`~complexformer._safe_paths.SymlinkRefusedError`).
+    """
     rows = []
-    with open(path, encoding="utf-8") as f:
+    with open_file(path) as f:
         for line in f:
             line = line.strip()
             if not line:

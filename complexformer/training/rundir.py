@@ -1,16 +1,27 @@
-"""The run directory: what a run writes, refusing to clobber a run, its lock."""
+"""The run directory: what a run writes, refusing to clobber a run or a folder that is not
+one, never following a link inside it, its lock.
+
+A folder is a run when it holds the run marker :data:`RUN_MARKER` (written by every run before
+anything else) or a ``train_config.json`` (a run of an earlier version). A run may start in a
+missing folder, an empty one, one holding only a ``.lock`` (a start that failed early) or a run;
+any other folder is refused before anything in it is touched (:func:`check_run_folder`).
+Inside a run folder nothing is read, written or removed through a symbolic link
+(:mod:`complexformer._safe_paths`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
-import shutil
 import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from .._atomic import OLD_PREFIX, TMP_PREFIX, atomic_write_text
+from .._safe_paths import check_tree, is_regular_file, open_fd, refuse_link, remove_entry
 from .checkpoint import CHECKPOINTS_DIR, list_checkpoints
 from .metrics import METRICS_FILE
 
@@ -18,11 +29,17 @@ __all__ = [
     "LOCK_FILE",
     "PROMPT_FILE",
     "RUN_ARTIFACTS",
+    "RUN_MARKER",
+    "NotARunFolderError",
     "RunExistsError",
     "RunLockedError",
     "START_EVAL_FILE",
     "check_out_dir",
+    "check_run_folder",
+    "check_run_links",
     "clear_run",
+    "is_run_folder",
+    "mark_run",
     "run_lock",
 ]
 
@@ -51,6 +68,12 @@ RUN_ARTIFACTS = (
 #: The lock file of a run directory (held with ``flock`` by the one process writing it).
 LOCK_FILE = ".lock"
 
+#: The file that marks a folder as a run (written when a run starts, before anything else).
+RUN_MARKER = ".complexformer-run"
+
+#: What marked a run before :data:`RUN_MARKER` (every earlier run wrote it at its start).
+_LEGACY_MARKER = "train_config.json"
+
 
 class RunExistsError(FileExistsError):
     """``out_dir`` already holds a run and neither ``resume`` nor ``overwrite`` was given.
@@ -68,14 +91,86 @@ class RunLockedError(BlockingIOError):
     """Another process is writing the run directory (it holds the directory's lock)."""
 
 
+class NotARunFolderError(FileExistsError):
+    """``out_dir`` is a non-empty folder that is not a run (no :data:`RUN_MARKER`).
+
+    The message names the Python argument; ``cli_message`` names ``--out``.
+    """
+
+    def __init__(self, message: str, cli_message: str) -> None:
+        super().__init__(message)
+        self.cli_message = cli_message
+
+
+def is_run_folder(out: str | os.PathLike) -> bool:
+    """Whether ``out`` holds the run marker (or an earlier version's ``train_config.json``)
+    as a regular file."""
+    out = Path(out)
+    return is_regular_file(out / RUN_MARKER) or is_regular_file(out / _LEGACY_MARKER)
+
+
+def check_run_folder(out: str | os.PathLike) -> None:
+    """Refuse an ``out_dir`` that is neither missing, empty, a failed start (only a
+    ``.lock``) nor a run; read-only, so a refused folder is left exactly as it was.
+
+    Raises:
+        NotADirectoryError: ``out`` is a file.
+        NotARunFolderError: ``out`` holds other things and no run marker (both named).
+    """
+    out = Path(out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise NotADirectoryError(f"out_dir {out} exists and is not a directory")
+    if is_run_folder(out):
+        return
+    names = sorted(p.name for p in out.iterdir() if p.name != LOCK_FILE)
+    if not names:
+        return
+    shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    held = (
+        f"{out} is not empty ({shown}) and is not a complexformer run folder (it has no "
+        f"{RUN_MARKER} or {_LEGACY_MARKER}); nothing in it was changed."
+    )
+    raise NotARunFolderError(
+        f"{held} Choose another out_dir (a new or empty folder); overwrite=True deletes only runs",
+        f"{held} Choose another --out (a new or empty folder); --overwrite deletes only runs",
+    )
+
+
+def mark_run(out: str | os.PathLike) -> None:
+    """Write :data:`RUN_MARKER` into ``out`` if it is missing (refusing a link there)."""
+    path = Path(out) / RUN_MARKER
+    refuse_link(path)
+    if not is_regular_file(path):
+        atomic_write_text(path, json.dumps({"kind": "complexformer-run", "format": 1}) + "\n")
+
+
+def check_run_links(out: str | os.PathLike) -> None:
+    """Refuse a symbolic link among the run's own files and folders: the marker, the lock,
+    :data:`RUN_ARTIFACTS` and everything inside them, and the ``.tmp-*`` / ``.old-*``
+    folders of its atomic writes.
+
+    Raises:
+        SymlinkRefusedError: the first link found (it is named).
+    """
+    out = Path(out)
+    for name in (RUN_MARKER, LOCK_FILE, *RUN_ARTIFACTS):
+        check_tree(out / name)
+    if out.is_dir():
+        for p in out.iterdir():
+            if p.name.startswith((TMP_PREFIX, OLD_PREFIX)):
+                refuse_link(p)
+
+
 @contextlib.contextmanager
 def run_lock(out: str | os.PathLike, what: str = "run") -> Iterator[Path]:
     """Hold the exclusive lock of the run directory ``out`` for the block.
 
     The directory is created if missing. The lock is ``flock`` on ``out/.lock``: it is released
     when the block ends or the process dies, so a crashed run never leaves a stale lock. If the
-    block fails and the directory was created here and holds nothing but the lock file, the
-    directory is removed again, so a failed start leaves no empty folder behind.
+    block fails and the directory was created here and holds nothing but the lock file (and the
+    run marker), the directory is removed again, so a failed start leaves no empty folder behind.
 
     Args:
         out: the run directory.
@@ -88,7 +183,7 @@ def run_lock(out: str | os.PathLike, what: str = "run") -> Iterator[Path]:
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     path = out / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_fd(path, os.O_RDWR | os.O_CREAT)  # never through a link or a hard-linked file
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -117,17 +212,25 @@ def run_lock(out: str | os.PathLike, what: str = "run") -> Iterator[Path]:
 
 def _remove_if_only_lock(out: Path) -> None:
     with contextlib.suppress(OSError):
-        if {p.name for p in out.iterdir()} <= {LOCK_FILE}:
+        if {p.name for p in out.iterdir()} <= {LOCK_FILE, RUN_MARKER}:
+            (out / RUN_MARKER).unlink(missing_ok=True)
             (out / LOCK_FILE).unlink(missing_ok=True)
             out.rmdir()
 
 
 def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
-    """Refuse to start over an existing run (read-only; runs on every rank)."""
+    """Refuse to start over an existing run, in a folder that is not a run, or in a run
+    with a symbolic link among its files (read-only; runs on every rank).
+
+    Raises:
+        RunExistsError: ``out`` holds a run and neither ``resume`` nor ``overwrite`` is set.
+        NotARunFolderError: ``out`` is a non-empty folder that is not a run.
+        SymlinkRefusedError: a link among the run's files (it is named).
+    """
     if resume and overwrite:
         raise ValueError("resume=True and overwrite=True contradict each other; choose one")
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"out_dir {out} exists and is not a directory")
+    check_run_folder(out)
+    check_run_links(out)
     has_ckpt = bool(list_checkpoints(out / CHECKPOINTS_DIR))
     has_model = (out / "model").exists()
     if overwrite or not (has_ckpt or has_model):
@@ -147,10 +250,16 @@ def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:
 
 
 def clear_run(out: Path) -> None:
-    """Delete the :data:`RUN_ARTIFACTS` of ``out`` (other files are left alone)."""
+    """Delete the :data:`RUN_ARTIFACTS` of the run ``out`` (other files are left alone).
+
+    Everything is checked first: a symbolic link among them or inside them stops the call
+    before anything is deleted.
+
+    Raises:
+        NotARunFolderError: ``out`` is not a run (see :func:`check_run_folder`).
+        SymlinkRefusedError: a link among the artifacts (it is named).
+    """
+    check_run_folder(out)
+    check_run_links(out)
     for name in RUN_ARTIFACTS:
-        p = out / name
-        if p.is_dir():
-            shutil.rmtree(p)
-        elif p.exists():
-            p.unlink()
+        remove_entry(out / name, out)
