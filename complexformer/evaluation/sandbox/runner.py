@@ -22,10 +22,16 @@ to escape on purpose. :func:`run_program` runs one program in layers (outermost 
   writable (v1 ``/sys/fs/cgroup/pids``, or v2 with ``pids`` delegated), else
   ``RLIMIT_NPROC`` (exact inside a fresh user namespace on Linux >= 5.14; approximate, the
   user's task count + the cap, without one).
+* **One memory budget** (root, where a memory cgroup is writable): a memory cgroup per run
+  below the evaluator's own, limited to ``memory_mb`` + ``MEMORY_OVERHEAD_MB``: all its
+  processes, its ``tmpfs`` files and shared memory count together; the kernel's OOM killer
+  ends a process beyond it (status ``"memory"``). Without one, ``RLIMIT_AS`` per process and
+  the sized, otherwise read-only file systems.
 * **Wall-clock timeout** and clean-up: the process group is SIGKILLed (also after a normal
   exit); the PID namespace dies with its init; without one, every process still carrying the
-  run's marker variable is killed too; the cgroup is emptied and removed; the run's files
-  are deleted.
+  run's marker variable is killed too; the cgroups are emptied and removed; the run's files
+  are deleted. What an evaluator killed outright left behind, the next one removes
+  (:func:`sweep_leftovers`).
 * **Python-level guard** (``guard=True``, an audit hook, :pep:`578`; :mod:`.sandboxed_side`),
   the inner layer: refuses writes outside the working directory, creating processes,
   signalling, sockets, ``ctypes`` calls, raising limits and walking the garbage collector.
@@ -603,7 +609,10 @@ def _resolve_caps(isolation: str) -> dict[str, Any]:
 
 #: the ``sh`` wrapper that joins the run's cgroups (the arguments before ``--``), then
 #: becomes bwrap (after it)
-_JOIN = 'while [ "$1" != -- ]; do echo 0 > "$1" || exit 98; shift; done; shift; exec "$@"'
+_JOIN = (
+    'while [ "$1" != -- ]; do echo 0 > "$1" || { echo "sandbox setup failed: cannot join '
+    '$1" >&2; exit 98; }; shift; done; shift; exec "$@"'
+)
 
 
 def _make_cgroups(
