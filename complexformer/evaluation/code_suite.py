@@ -335,7 +335,9 @@ class CodeSuiteConfig(ConfigBase):
         seed: seeds the sampling (same seed, same completions; each problem's samples depend
             on the seed, its task_id and batch_size, not on which other problems run).
         batch_size: samples of one prompt generated together (the prompt repeated).
-        memory_mb: the sandbox's address-space limit per process, MiB.
+        memory_mb: the sandbox's memory budget, MiB: the address-space limit of each process
+            and, where a memory cgroup is available, of the whole program and its files (plus
+            64 MiB).
         prepend_eos: give the model ``[EOS] + prompt`` (a document start, as in training).
         mbpp_split: the MBPP split for ``problems="mbpp"``.
         progress: show tqdm progress bars.
@@ -582,7 +584,8 @@ def run_code_suite(
     Returns:
         The payload written to ``code.json``: ``suite``, ``config``, ``model``, ``ks``,
         ``metrics`` (``pass@k`` per reported k, ``num_problems``, ``skipped``,
-        ``passed_samples``, ``total_samples``, ``outcomes``), ``sandbox``, ``timing``,
+        ``passed_samples``, ``total_samples``, ``outcomes``, ``weak_problems``,
+        ``weak_samples``), ``sandbox``, ``timing``,
         ``notes`` and ``problems`` (per problem: ``task_id``, ``n``, ``correct``, its
         ``pass@k``, ``prompt_tokens``, ``note``, and ``samples`` with ``completion``,
         ``passed`` and ``result``).

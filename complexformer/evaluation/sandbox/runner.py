@@ -490,7 +490,9 @@ def run_program(
     Args:
         source: the program text (run as ``__main__`` in a fresh interpreter).
         timeout: wall-clock seconds before the process group is killed.
-        memory_mb: ``RLIMIT_AS`` per process, in MiB.
+        memory_mb: the memory budget in MiB: ``RLIMIT_AS`` per process and, where a memory
+            cgroup is available, the limit of the whole run (its processes and files) plus
+            ``MEMORY_OVERHEAD_MB``.
         max_processes: cap on processes and threads (cgroup ``pids.max`` or
             ``RLIMIT_NPROC``; see :func:`sandbox_capabilities`).
         max_file_size_mb: ``RLIMIT_FSIZE`` in MiB (also bounds stdout and stderr; the
