@@ -44,9 +44,9 @@ from .._optional import require
 from .._report import markdown_table
 from ..attention.registry import scheme_max_length
 from .passk import DEFAULT_KS, mean_pass_at_k, pass_at_k
-from .sandbox.runner import SandboxUnavailableError, sandbox_capabilities
-from .sandbox.verdict import MESSAGE_LIMIT, check_program
+from .sandbox.runner import sandbox_capabilities
 from .sandbox.verdict import build_program as single_program
+from .sandbox.verdict import check_program, fail_weak, suite_isolation, weak_summary
 from .suite import (
     BATCH_SIZE,
     MAX_NEW_TOKENS,
@@ -518,40 +518,6 @@ def _markdown(payload: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _isolation(unsafe: bool) -> tuple[str, str | None]:
-    """The sandbox isolation the suite uses, and a warning to print (or None).
-
-    Raises:
-        SandboxUnavailableError: bubblewrap does not work here and ``unsafe`` is False.
-    """
-    caps = sandbox_capabilities()
-    if caps["bwrap"]:
-        return "bwrap", None
-    if not unsafe:
-        raise SandboxUnavailableError(
-            "the code suite runs model-written programs and needs operating-system isolation "
-            "(bubblewrap), which does not work here: install it with scripts/ensure-bwrap.sh "
-            "(or apt-get install bubblewrap) and allow user namespaces, or pass "
-            "--unsafe-python-guard-only to run them behind the Python guard alone, which "
-            "code written to escape can switch off"
-        )
-    return "none", (
-        "WARNING: UNSAFE: completions run WITHOUT operating-system isolation (bubblewrap "
-        "missing), behind the Python guard only (--unsafe-python-guard-only): a hostile "
-        "completion can escape it and read or change this machine's files"
-    )
-
-
-#: the result of a weak-path sample under ``fail_weak_verdicts`` (the run's own result follows)
-WEAK_FAILED = "failed: weak verdict, scored as a failure"
-
-
-def _fail_weak(sample: dict[str, Any]) -> dict[str, Any]:
-    """``sample`` scored as failed, keeping what its weak-path run said."""
-    limit = len("failed: ") + MESSAGE_LIMIT
-    return dict(sample, passed=False, result=f"{WEAK_FAILED} ({sample['result']})"[:limit])
-
-
 def _outcome(result: str) -> str:
     return result.split(":", 1)[0] if not result.startswith("failed: memory") else "memory"
 
@@ -665,7 +631,7 @@ class CodeSuite(Suite):
                 f"pass@k for k = {', '.join(map(str, dropped))} not reported: it needs "
                 f"num_samples >= k (n = {config.num_samples})"
             )
-        isolation, warning = _isolation(config.unsafe_python_guard_only)
+        isolation, warning = suite_isolation(config.unsafe_python_guard_only)
         if warning:
             say(warning)
             notes.append(warning)
@@ -703,7 +669,7 @@ class CodeSuite(Suite):
                     for sample, fut in zip(rec["samples"], futures, strict=True):
                         result = fut.result()
                         if config.fail_weak_verdicts and result.get("verdict") == "weak":
-                            result = _fail_weak(result)
+                            result = fail_weak(result)
                         sample.update(result)
                         bar.update(1)
         total_s = time.perf_counter() - t0
@@ -725,21 +691,8 @@ class CodeSuite(Suite):
         truncated = sum(1 for r in records if (r["note"] or "").startswith("prompt left-truncated"))
         if truncated:
             notes.append(f"{truncated} prompt(s) left-truncated to fit max_seq_len")
-        weak_ids = sorted(
-            {r["task_id"] for r in records for s in r["samples"] if s["verdict"] == "weak"}
-        )
-        weak_samples = sum(s["verdict"] == "weak" for r in records for s in r["samples"])
-        if weak_ids:
-            notes.append(
-                f"{len(weak_ids)} problem(s), {weak_samples} sample(s) checked on the weak path "
-                "(tests that cannot call the candidate by value: the single program in the "
-                "sandbox, a pass that code written to find its token in memory can forge); "
-                + (
-                    "scored as failures (fail_weak_verdicts)"
-                    if config.fail_weak_verdicts
-                    else "counted as their run said (fail_weak_verdicts scores them as failures)"
-                )
-            )
+        weak_ids, weak_samples, note = weak_summary(records, config.fail_weak_verdicts)
+        notes += [note] if note else []
         metrics: dict[str, Any] = {f"pass@{k}": math.nan for k in ks}
         metrics.update(mean_pass_at_k(evaluated, ks))
         metrics.update(
@@ -790,10 +743,5 @@ class CodeSuite(Suite):
             "code: "
             + ", ".join(f"pass@{k} {_fmt(metrics[f'pass@{k}'])}" for k in ks)
             + f" ({metrics['passed_samples']}/{metrics['total_samples']} samples passed"
-            + (
-                f"; {metrics['weak_samples']} on the weak path"
-                if metrics.get("weak_samples")
-                else ""
-            )
-            + ")"
+            + (f"; {weak} on the weak path)" if (weak := metrics.get("weak_samples")) else ")")
         )

@@ -44,6 +44,7 @@ __all__ = [
     "WORK_DIR",
     "bwrap_command",
     "cgroup_parent",
+    "force_rmtree",
     "interpreter",
     "memory_cgroup_parent",
     "memory_report",
@@ -53,6 +54,7 @@ __all__ = [
     "probe_unshare",
     "remove_cgroup",
     "set_memory_limit",
+    "sweep_dead_owners",
 ]
 
 SANDBOX_UID = 65534  # "nobody"
@@ -493,3 +495,49 @@ def remove_cgroup(path: str, wait: float = 2.0) -> None:
             if time.monotonic() > deadline:
                 return
             time.sleep(0.01)
+
+
+def force_rmtree(path: str) -> None:
+    """Remove the directory tree ``path``, also where a program made parts read-only."""
+
+    def retry(func, p, _exc):  # a program may have chmod-ed its files read-only
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=retry)
+    else:
+        shutil.rmtree(path, onerror=retry)
+
+
+def sweep_dead_owners(cgroup_parents: list[str], tmp_dir: str) -> list[str]:
+    """Remove the run cgroups under ``cgroup_parents`` and the directories in ``tmp_dir``
+    whose owner (:func:`owner_is_dead`) no longer exists; return the paths removed."""
+    removed = []
+    for parent in cgroup_parents:
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(parent, name)
+            if owner_is_dead(name) and os.path.isdir(path):
+                remove_cgroup(path)
+                if not os.path.exists(path):
+                    removed.append(path)
+    try:
+        names = os.listdir(tmp_dir)
+    except OSError:
+        names = []
+    for name in names:
+        path = os.path.join(tmp_dir, name)
+        if owner_is_dead(name) and os.path.isdir(path) and not os.path.islink(path):
+            force_rmtree(path)
+            if not os.path.exists(path):
+                removed.append(path)
+    return removed

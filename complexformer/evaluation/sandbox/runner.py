@@ -51,7 +51,6 @@ import itertools
 import json
 import math
 import os
-import shutil
 import signal
 import site
 import subprocess
@@ -71,14 +70,15 @@ from .isolation import (
     WORK_DIR,
     bwrap_command,
     cgroup_parent,
+    force_rmtree,
     memory_cgroup_parent,
     memory_report,
-    owner_is_dead,
     owner_token,
     probe_bwrap,
     probe_unshare,
     remove_cgroup,
     set_memory_limit,
+    sweep_dead_owners,
 )
 
 __all__ = [
@@ -336,31 +336,8 @@ def sweep_leftovers(tmp_dir: str | None = None) -> list[str]:
         The paths removed.
     """
     caps = sandbox_capabilities()
-    removed = []
-    parents = {caps["cgroup"], caps.get("memory_cgroup")} - {None}
-    for parent in sorted(parents):
-        try:
-            names = os.listdir(parent)
-        except OSError:
-            continue
-        for name in names:
-            path = os.path.join(parent, name)
-            if owner_is_dead(name) and os.path.isdir(path):
-                remove_cgroup(path)
-                if not os.path.exists(path):
-                    removed.append(path)
-    tmp_dir = tmp_dir or tempfile.gettempdir()
-    try:
-        names = os.listdir(tmp_dir)
-    except OSError:
-        names = []
-    for name in names:
-        path = os.path.join(tmp_dir, name)
-        if owner_is_dead(name) and os.path.isdir(path) and not os.path.islink(path):
-            _force_rmtree(path)
-            if not os.path.exists(path):
-                removed.append(path)
-    return removed
+    parents = sorted({caps["cgroup"], caps.get("memory_cgroup")} - {None})
+    return sweep_dead_owners(parents, tmp_dir or tempfile.gettempdir())
 
 
 def _sweep_once() -> None:
@@ -432,22 +409,6 @@ def _tail(path: str, limit: int) -> str:
     except OSError:
         return ""
     return data.decode("utf-8", errors="replace")[-limit:]
-
-
-def _force_rmtree(path: str) -> None:
-    def retry(func, p, _exc):  # a program may have chmod-ed its files read-only
-        try:
-            os.chmod(os.path.dirname(p), 0o700)
-            if os.path.isdir(p) and not os.path.islink(p):
-                os.chmod(p, 0o700)
-            func(p)
-        except OSError:
-            pass
-
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(path, onexc=retry)
-    else:
-        shutil.rmtree(path, onerror=retry)
 
 
 def _status(rc: int, stderr: str, timed_out: bool) -> str:
@@ -579,7 +540,7 @@ class RunningProgram:
             _kill_group(self.proc.pid)
             self.proc.wait()
         self._remove_cgroups()
-        _force_rmtree(self.root)
+        force_rmtree(self.root)
 
     def _remove_cgroups(self) -> None:
         while self.cgroups:

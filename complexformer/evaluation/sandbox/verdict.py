@@ -37,9 +37,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .runner import SandboxResult, site_package_dirs, start_program
+from .runner import (
+    SandboxResult,
+    SandboxUnavailableError,
+    sandbox_capabilities,
+    site_package_dirs,
+    start_program,
+)
 
-__all__ = ["MESSAGE_LIMIT", "build_program", "check_program", "scrub", "weak_problems"]
+__all__ = [
+    "MESSAGE_LIMIT",
+    "WEAK_FAILED",
+    "build_program",
+    "check_program",
+    "fail_weak",
+    "scrub",
+    "suite_isolation",
+    "weak_problems",
+    "weak_summary",
+]
 
 #: characters of the program's own error message kept in a result
 MESSAGE_LIMIT = 200
@@ -332,3 +348,63 @@ def check_program(
             _weak.add(_key(problem))
         return _weak_check(problem, completion, timeout, memory_mb, isolation)
     return _result(verdict, res)
+
+
+def suite_isolation(unsafe: bool) -> tuple[str, str | None]:
+    """The sandbox isolation the code suite uses (``"bwrap"`` or ``"none"``), and a
+    warning to print (or None).
+
+    Raises:
+        SandboxUnavailableError: bubblewrap does not work here and ``unsafe`` is False.
+    """
+    caps = sandbox_capabilities()
+    if caps["bwrap"]:
+        return "bwrap", None
+    if not unsafe:
+        raise SandboxUnavailableError(
+            "the code suite runs model-written programs and needs operating-system isolation "
+            "(bubblewrap), which does not work here: install it with scripts/ensure-bwrap.sh "
+            "(or apt-get install bubblewrap) and allow user namespaces, or pass "
+            "--unsafe-python-guard-only to run them behind the Python guard alone, which "
+            "code written to escape can switch off"
+        )
+    return "none", (
+        "WARNING: UNSAFE: completions run WITHOUT operating-system isolation (bubblewrap "
+        "missing), behind the Python guard only (--unsafe-python-guard-only): a hostile "
+        "completion can escape it and read or change this machine's files"
+    )
+
+
+#: the result of a weak-path sample under ``fail_weak_verdicts`` (the run's own result follows)
+WEAK_FAILED = "failed: weak verdict, scored as a failure"
+
+
+def fail_weak(sample: dict[str, Any]) -> dict[str, Any]:
+    """``sample`` scored as failed, keeping what its weak-path run said."""
+    limit = len("failed: ") + MESSAGE_LIMIT
+    return dict(sample, passed=False, result=f"{WEAK_FAILED} ({sample['result']})"[:limit])
+
+
+def weak_summary(records: list[dict[str, Any]], failed: bool) -> tuple[list[str], int, str | None]:
+    """The task_ids of the problems with samples checked on the weak path, the number of
+    those samples, and the report's note about them (None when there are none).
+
+    Args:
+        records: the suite's per-problem records, each with ``task_id`` and ``samples``.
+        failed: whether they were scored as failures (``fail_weak_verdicts``).
+    """
+    ids = sorted({r["task_id"] for r in records for s in r["samples"] if s["verdict"] == "weak"})
+    samples = sum(s["verdict"] == "weak" for r in records for s in r["samples"])
+    if not ids:
+        return ids, samples, None
+    how = (
+        "scored as failures (fail_weak_verdicts)"
+        if failed
+        else "counted as their run said (fail_weak_verdicts scores them as failures)"
+    )
+    note = (
+        f"{len(ids)} problem(s), {samples} sample(s) checked on the weak path (tests that "
+        "cannot call the candidate by value: the single program in the sandbox, a pass that "
+        f"code written to find its token in memory can forge); {how}"
+    )
+    return ids, samples, note
