@@ -32,6 +32,7 @@ __all__ = [
     "add_seeds",
     "add_set",
     "add_threads",
+    "add_verify",
     "build_configs",
     "float_list",
     "int_list",
@@ -54,6 +55,7 @@ VOCABULARY: dict[str, str] = {
     "--resume": "continue the run in --out from its newest good checkpoint",
     "--overwrite": "start afresh in an existing run folder",
     "--json": "print JSON",
+    "--no-verify": "read an artifact the package wrote without checking its manifest",
     # model and recipe
     "--preset": "a named model configuration (models.config.PRESETS)",
     "--recipe": "a named set of training and model defaults: library or paper",
@@ -286,6 +288,19 @@ def check_required(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 def add_base(p: argparse.ArgumentParser, help: str, **kwargs: Any) -> None:
     """``--base``: a model to convert or start from."""
     p.add_argument("--base", metavar="MODEL", help=help, **kwargs)
+
+
+def add_verify(p: argparse.ArgumentParser) -> None:
+    """``--no-verify``: read the artifact without checking it against its manifest."""
+    p.add_argument(
+        "--no-verify",
+        dest="verify",
+        action="store_false",
+        help="read the artifact without checking its files against its manifest.json (by "
+        "default a missing manifest, a changed file or a file it does not list is an error "
+        "that names the file); for a directory saved before manifests covered it, or a "
+        "damaged one you mean to inspect",
+    )
 
 
 def add_seeds(p: argparse.ArgumentParser, default: Sequence[int], help: str) -> None:

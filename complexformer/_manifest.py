@@ -1,7 +1,11 @@
 """Manifests of saved directories: the sha256 and size of every file, checked on load.
 
-Checkpoints and final models carry a ``manifest.json``; a file that is missing, truncated or
-changed by a single byte is refused with an error that names it.
+Every directory the package writes and reads back (checkpoints, final models, tokenizers,
+exports, adaptations, CmplxBERT directories) carries a ``manifest.json``, written last; a file
+that is missing, truncated or changed by a single byte is refused with an error that names it,
+and so is a file the loader reads that the manifest does not list (``covers``). A directory
+that says it was written by the package (its own config or marker file) and has no manifest
+is refused too; the loaders take ``verify=False`` to read such a directory unchecked.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from ._atomic import atomic_write_text
 __all__ = [
     "FORMAT",
     "MANIFEST",
+    "NO_VERIFY_HINT",
+    "TOKENIZER_FILES",
     "ManifestError",
     "sha256_file",
     "verify_manifest",
@@ -26,6 +32,25 @@ __all__ = [
 
 FORMAT = "complexformer-checkpoint-v1"
 MANIFEST = "manifest.json"
+#: What an error about a missing or mismatched manifest says about opting out.
+NO_VERIFY_HINT = "to load it unchecked, pass verify=False (--no-verify on the command line)"
+#: The files a tokenizer loader may read (``tokenizers`` and ``transformers.AutoTokenizer``);
+#: those present in a verified directory must be listed in its manifest.
+TOKENIZER_FILES = (
+    "complexformer_tokenizer.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "tokenizer.model",
+    "sentencepiece.bpe.model",
+    "chat_template.jinja",
+    "chat_template.json",
+)
 
 
 class ManifestError(ValueError):
@@ -59,7 +84,10 @@ def write_manifest(directory: str | os.PathLike, files: Iterable[str], **meta: A
 
 
 def verify_manifest(
-    directory: str | os.PathLike, required: bool = True, error: type[ValueError] = ManifestError
+    directory: str | os.PathLike,
+    required: bool = True,
+    error: type[ValueError] = ManifestError,
+    covers: Iterable[str] = (),
 ) -> dict[str, Any] | None:
     """Check the files of ``directory`` against its manifest.
 
@@ -67,35 +95,50 @@ def verify_manifest(
         directory: a directory written with :func:`write_manifest`.
         required: a missing manifest is an error (else None is returned).
         error: the exception type to raise (a ValueError subclass).
+        covers: names (inside ``directory``, ``/`` between folders) of the files the caller
+            will read; each one that exists must be listed in the manifest, so that a file
+            added after the save cannot be read unchecked.
 
     Returns:
         The parsed manifest, or None when it is missing and not required.
 
     Raises:
-        ManifestError (or ``error``): a missing or unreadable manifest, an unknown format, or
-            a file missing, of the wrong size or with the wrong sha256 (the path is named).
+        ManifestError (or ``error``): a missing or unreadable manifest, an unknown format, a
+            file missing, of the wrong size or with the wrong sha256, or a file in ``covers``
+            that the manifest does not list (the path is named).
     """
     path = Path(directory)
     mpath = path / MANIFEST
     if not mpath.is_file():
         if not required:
             return None
-        raise error(f"{mpath} is missing: {path} is not a complete saved directory")
+        raise error(
+            f"{mpath} is missing: {path} is not a complete saved directory, or its manifest "
+            f"was removed; {NO_VERIFY_HINT}"
+        )
     try:
         manifest = json.loads(mpath.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise error(f"{mpath} is corrupted (not valid JSON: {e})") from None
+        raise error(f"{mpath} is corrupted (not valid JSON: {e}); {NO_VERIFY_HINT}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise error(f"{mpath}: unknown manifest format (expected {FORMAT!r})")
-    for fname, info in manifest.get("files", {}).items():
+    files = manifest.get("files", {})
+    if not isinstance(files, dict):
+        raise error(f"{mpath}: 'files' is not a mapping of file names")
+    for fname, info in files.items():
         f = path / fname
         if not f.is_file():
             raise error(f"{f} is missing from {path}")
         size = f.stat().st_size
-        if size != info["bytes"]:
-            raise error(
-                f"{f} is truncated or corrupted: {size} bytes, manifest says {info['bytes']}"
-            )
-        if sha256_file(f) != info["sha256"]:
+        if not isinstance(info, dict) or size != info.get("bytes"):
+            want = info.get("bytes") if isinstance(info, dict) else None
+            raise error(f"{f} is truncated or corrupted: {size} bytes, manifest says {want}")
+        if sha256_file(f) != info.get("sha256"):
             raise error(f"{f} is corrupted: sha256 does not match the manifest")
+    for fname in covers:
+        if fname not in files and (path / fname).is_file():
+            raise error(
+                f"{path / fname} is not listed in {mpath}: it was added after the save; "
+                f"{NO_VERIFY_HINT}"
+            )
     return manifest

@@ -21,6 +21,7 @@ from ._cli import (
     add_run_dir,
     add_set,
     add_threads,
+    add_verify,
     build_configs,
     check_required,
     rewrite_deprecated_command,
@@ -72,13 +73,19 @@ def cmd_train(args: argparse.Namespace) -> int:
         args, {"model": GPTConfig, "train": TrainConfig}, exclude=("base", "preset", "prompt")
     )
     if args.base is not None:  # continued training: the base model's shapes
-        init = load_run(args.base, require_tokenizer=False)
+        init = load_run(args.base, require_tokenizer=False, verify=args.verify)
         model_cfg = init.model_config.replace(**kw["model"])
         kw["train"]["init_from"] = args.base
     else:
         model_cfg = preset_config(args.preset, **kw["model"])
     train_cfg = TrainConfig(**kw["train"])
-    summary = train(model_cfg, train_cfg, resume=args.resume, overwrite=args.overwrite)
+    summary = train(
+        model_cfg,
+        train_cfg,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        verify_base=args.verify,
+    )
     if summary is None:  # a non-zero rank of a distributed run
         return 0
     default_prompt = run_prompt(args.out_dir)  # recorded in the run for `generate`
@@ -103,7 +110,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"prompt file {path} not found")
         prompt = path.read_text(encoding="utf-8")
     with cpu_settings(args.threads):
-        artifact = load_artifact(args.model)
+        artifact = load_artifact(args.model, verify=args.verify)
         if prompt is None:
             prompt = artifact.default_prompt()
         sampling = (args.max_new_tokens, args.temperature, args.top_p, args.top_k)
@@ -121,7 +128,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .artifacts import load_artifact
 
     with cpu_settings(args.threads):
-        artifact = load_artifact(args.model)
+        artifact = load_artifact(args.model, verify=args.verify)
         print(json.dumps(artifact.info(), indent=2) if args.json else artifact.describe())
     return 0
 
@@ -149,7 +156,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .hf.export import export_run
 
     with cpu_settings(args.threads):
-        out = export_run(args.model, args.out, device=args.device)
+        out = export_run(args.model, args.out, device=args.device, verify=args.verify)
     print(f"exported {args.model} to {Path(out).resolve()}")
     print(
         "load it with: import complexformer.hf; complexformer.hf.register_auto_classes(); "
@@ -193,6 +200,7 @@ def _add_train_parser(sub, fmt) -> None:
         "weights, tokenizer and config; fresh optimizer and schedule; --preset is ignored)",
     )
     add_deprecated(t, "--init-from", "base")
+    add_verify(t)
     t.add_argument(
         "--seq-len",
         dest="max_seq_len",
@@ -266,6 +274,7 @@ def _add_generate_parser(sub) -> None:
         "final model or export, or a retrofit run or adaptation).",
     )
     add_model(g, _MODEL_HELP)
+    add_verify(g)
     src = g.add_mutually_exclusive_group()
     src.add_argument(
         "--prompt",
@@ -304,6 +313,7 @@ def _add_info_export_parsers(sub) -> None:
         "adaptation or a CmplxBERT directory.",
     )
     add_model(i, _MODEL_HELP + ", or a CmplxBERT directory")
+    add_verify(i)
     i.add_argument("--json", action="store_true", help="print JSON")
     add_threads(i)
     i.set_defaults(func=cmd_info)
@@ -318,6 +328,7 @@ def _add_info_export_parsers(sub) -> None:
         "also loads back with --model DIR. See docs/huggingface.md.",
     )
     add_model(x, "the ComplexFormer run, checkpoint or final model to export")
+    add_verify(x)
     x.add_argument(
         "--out",
         required=True,

@@ -10,14 +10,14 @@ from ..cmplxbert.loading import CMPLXBERT_FILE, is_cmplxbert_dir
 from ..hf.export import is_export_dir
 from ..models.lm import CONFIG_NAME, WEIGHTS_NAME
 from ..retrofit.io import ADAPTATION_CONFIG, find_adaptation_dir
-from ..training.checkpoint import CHECKPOINTS_DIR
+from ..training.checkpoint import CHECKPOINTS_DIR, STATE
 
 __all__ = ["KINDS", "detect_kind"]
 
 #: Every kind, with what marks it.
 KINDS: dict[str, str] = {
     "lm-run": "a training run: checkpoints/ or model/ with train_config.json",
-    "lm-checkpoint": "checkpoints/step_* with manifest.json",
+    "lm-checkpoint": "checkpoints/step_* with manifest.json or state.json",
     "lm-model": "a final model: config.json + model.safetensors",
     "export": "a transformers export: manifest.json of kind hf-model",
     "retrofit": f"a retrofit run or adaptation: {ADAPTATION_CONFIG} (in it or in its model/)",
@@ -45,7 +45,8 @@ def detect_kind(path: str | os.PathLike) -> str:
         return "cmplxbert"
     if (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file():
         return "lm-model"
-    if p.parent.name == CHECKPOINTS_DIR and (p / MANIFEST).is_file():
+    if p.parent.name == CHECKPOINTS_DIR and any((p / f).is_file() for f in (MANIFEST, STATE)):
+        # without its manifest still a checkpoint (by state.json): loading it names the loss
         return "lm-checkpoint"
     if (p / CHECKPOINTS_DIR).is_dir() or (p / "model" / CONFIG_NAME).is_file():
         return "lm-run"

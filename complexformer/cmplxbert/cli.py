@@ -17,6 +17,7 @@ from .._cli import (
     add_seeds,
     add_set,
     add_threads,
+    add_verify,
     build_configs,
 )
 from ..training import TrainConfig
@@ -145,7 +146,7 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
 def cmd_finetune(args: argparse.Namespace) -> int:
     from .finetune import finetune
 
-    payload = finetune(args.model or args.base, finetune_config(args), args.out)
+    payload = finetune(args.model or args.base, finetune_config(args), args.out, verify=args.verify)
     print()
     print(Path(args.out, "finetune.md").read_text(encoding="utf-8"))
     if args.json:
@@ -197,7 +198,7 @@ def cmd_analyze_embeddings(args: argparse.Namespace) -> int:
     from .analysis import embedding_components, imaginary_energy_share, plot_embedding_scatter
     from .loading import load_cmplxbert
 
-    model = load_cmplxbert(args.model)[0]
+    model = load_cmplxbert(args.model, verify=args.verify)[0]
     sample = embedding_components(model, n=args.n, seed=args.seed)
     emb = model.bert.embeddings.word_embeddings
     total = emb.base_layer.weight.numel()
@@ -415,6 +416,7 @@ def _add_finetune(sub, fmt) -> None:
         "--model", metavar="PATH", help="a CmplxBERT directory (from cbert-complexify)"
     )
     add_deprecated(f, "--ckpt", "model")
+    add_verify(f)
     which.add_argument(
         "--base",
         metavar="MODEL",
@@ -601,6 +603,7 @@ def add_cbert_parsers(sub) -> None:
         "and embeddings.md.",
     )
     add_model(a, "CmplxBERT directory (from cbert-complexify)")
+    add_verify(a)
     a.add_argument("--n", type=int, default=2000, help="components to plot (default 2000)")
     a.add_argument("--seed", type=int, default=0, help="seed of the component sample")
     a.add_argument("--out", default=None, help="output folder (default: the model directory)")

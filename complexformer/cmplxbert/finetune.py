@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -24,10 +23,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from complexformer._atomic import atomic_output
 from complexformer._config import ConfigBase
 from complexformer._optional import require
 from complexformer._report import markdown_table, write_json, write_report
 from complexformer._runtime import cpu_settings
+from complexformer._safe_paths import read_text, remove_entry
 from complexformer._stats import format_p, paired_t_test
 from complexformer.nn import functional as CF
 from complexformer.training import METRICS_FILE, TrainConfig, train_task
@@ -44,6 +45,7 @@ from .loading import (
     load_hf_bert,
     read_cmplxbert_meta,
     resolve_base,
+    verify_cmplxbert,
 )
 from .metrics import classification_metrics, mean_std, token_metrics
 from .real import add_real_lora
@@ -186,6 +188,8 @@ def build_classifier(
     num_labels: int,
     cfg: FinetuneConfig,
     real_lora_rank: int | None = None,
+    *,
+    verify: bool = True,
 ) -> nn.Module:
     """A classification model of ``kind`` with its trainable parameters set
     (``BertForTokenClassification`` for ``cfg.task_type == "token"``, else
@@ -198,6 +202,8 @@ def build_classifier(
     - ``real``: the real BERT, every parameter trained.
     - ``real-lora``: the real BERT frozen, real LoRA of rank ``real_lora_rank`` on the
       encoder's linears; LayerNorms and the new classifier train (as in the complex model).
+
+    A CmplxBERT directory is checked against its manifest unless ``verify=False``.
     """
     hf_task = "token_classification" if cfg.task_type == "token" else "classification"
     if kind == "cmplxbert-paper":
@@ -207,10 +213,10 @@ def build_classifier(
                 f"start; {model_path} is a CmplxBERT directory (its start is already made)"
             )
         paper_start = cfg.replace(model=cfg.model.replace(start="paper"))
-        return build_classifier("cmplxbert", model_path, num_labels, paper_start)
+        return build_classifier("cmplxbert", model_path, num_labels, paper_start, verify=verify)
     if kind == "cmplxbert":
         if is_cmplxbert_dir(model_path):
-            model = load_cmplxbert(model_path, hf_task, num_labels)[0]
+            model = load_cmplxbert(model_path, hf_task, num_labels, verify=verify)[0]
         else:
             hf, _ = load_hf_bert(model_path, hf_task, num_labels)
             model = complexify(hf, cfg.lora, cfg.model)
@@ -353,9 +359,9 @@ def _run_one(
     t0 = time.perf_counter()
     train_task(task, tc, resume=True, log=None)
     train_s = time.perf_counter() - t0
-    rows = [json.loads(line) for line in (run_dir / METRICS_FILE).read_text().splitlines()]
+    rows = [json.loads(line) for line in read_text(run_dir / METRICS_FILE).splitlines()]
     losses = [r["train_loss"] for r in rows if "train_loss" in r]
-    shutil.rmtree(run_dir / CHECKPOINTS_DIR, ignore_errors=True)
+    remove_entry(run_dir / CHECKPOINTS_DIR, run_dir)  # never through a link
     res = {
         "validation": task.result["validation"],
         "test": task.result["test"],
@@ -434,6 +440,8 @@ def finetune(
     cfg: FinetuneConfig,
     out_dir: str | Path,
     log: Callable[[str], Any] | None = print,
+    *,
+    verify: bool = True,
 ) -> dict[str, Any]:
     """Fine-tune every model kind of ``cfg.models`` once per seed and report mean ± std.
 
@@ -445,6 +453,8 @@ def finetune(
         out_dir: results: ``runs/<kind>-seed<s>.json`` (one per finished run; rerunning the
             same command skips them), ``finetune.json`` and ``finetune.md``.
         log: message sink.
+        verify: check a CmplxBERT directory against its manifest before anything is read
+            from it (False: read it unchecked, ``--no-verify``).
 
     Returns:
         The ``finetune.json`` payload: config, task sizes, majority baseline, per-run results
@@ -453,6 +463,8 @@ def finetune(
     transformers = require("transformers", "hf", "finetune")
     log = log or (lambda _m: None)
     out = Path(out_dir)
+    if verify and is_cmplxbert_dir(model_path):
+        verify_cmplxbert(model_path)  # before its tokenizer and meta are read below
     (out / "runs").mkdir(parents=True, exist_ok=True)
     with cpu_settings(cfg.num_threads or None):
         task = load_classification_task(
@@ -489,13 +501,17 @@ def finetune(
                     if target is None:
                         torch.manual_seed(0)
                         target = trainable_parameter_counts(
-                            build_classifier("cmplxbert", model_path, task.num_labels, cfg)
+                            build_classifier(
+                                "cmplxbert", model_path, task.num_labels, cfg, verify=verify
+                            )
                         )[0]
                     real_rank = _match_real_lora_rank(model_path, task.num_labels, cfg, target)
                     log(f"real LoRA rank {real_rank} (matched to {target:,} trainable params)")
 
                 def build(kind=kind, rank=real_rank) -> nn.Module:
-                    model = build_classifier(kind, model_path, task.num_labels, cfg, rank)
+                    model = build_classifier(
+                        kind, model_path, task.num_labels, cfg, rank, verify=verify
+                    )
                     return MeanPooled(model) if pooling == "mean" else model
 
                 run_dir = out / "train" / f"{kind}-seed{seed}"
@@ -565,7 +581,8 @@ def _plot(p: dict[str, Any], metric: str, path: Path) -> None:
     ax.set_title(f"{p['task']}: mean (bar) and seeds (points)", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_output(path) as tmp:  # refuses a symbolic link at path
+        fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
 
 

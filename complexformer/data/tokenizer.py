@@ -16,8 +16,13 @@ Two backends:
   from a directory or hub name: in transformers 5.x ``GPT2TokenizerFast(vocab_file=...,
   merges_file=...)`` silently builds an empty tokenizer.
 
-On disk a saved tokenizer is a directory holding the backend's own files plus
-``complexformer_tokenizer.json`` (backend kind and EOS token), which is written last.
+On disk a saved tokenizer is a directory holding ``complexformer_tokenizer.json`` (backend
+kind and EOS token; written first, it marks the directory as the package's), the backend's
+own files and ``manifest.json`` (the sha256 of every file, written last). :meth:`Tokenizer.load`
+checks a directory with the marker against its manifest: a missing manifest, a changed file
+or a tokenizer file the manifest does not list is an error that names it, unless
+``verify=False``. A directory without the marker (a Hugging Face tokenizer, a bare
+``tokenizer.json``) loads unchecked, as written by another tool.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 
 from tokenizers import Tokenizer as _TkTokenizer
 
+from .._manifest import MANIFEST, NO_VERIFY_HINT, TOKENIZER_FILES, verify_manifest, write_manifest
 from .._optional import require
 from .._paths import require_local_or_hub
 from .cache import atomic_write, hash_strings
@@ -122,25 +128,40 @@ class Tokenizer:
         return cls(tok, "hf", str(eos_token))
 
     @classmethod
-    def load(cls, directory: str | os.PathLike[str]) -> Tokenizer:
+    def load(cls, directory: str | os.PathLike[str], *, verify: bool = True) -> Tokenizer:
         """Load a tokenizer saved with :meth:`save`.
 
-        A directory without ``complexformer_tokenizer.json`` is accepted too: with a
-        ``tokenizer_config.json`` it is loaded through ``transformers``, else a bare
-        ``tokenizer.json`` is loaded as BPE with EOS ``<|endoftext|>``.
+        A directory with ``complexformer_tokenizer.json`` or a ``manifest.json`` is checked
+        against its manifest first (see the module's docstring). A directory with neither is
+        accepted unchecked, as another tool wrote it: with a ``tokenizer_config.json`` it is
+        loaded through ``transformers``, else a bare ``tokenizer.json`` is loaded as BPE with
+        EOS ``<|endoftext|>``.
 
         Args:
             directory: the tokenizer directory.
+            verify: check the files against the manifest (False: load them unchecked).
 
         Raises:
             FileNotFoundError: the directory does not exist or holds no tokenizer.
+            ManifestError: (``verify``) the package's tokenizer without a manifest, a file
+                that does not match it or that it does not list (the file is named).
+            ValueError: a damaged ``complexformer_tokenizer.json``.
         """
         d = Path(directory)
         if not d.is_dir():
             raise FileNotFoundError(f"tokenizer directory {str(d)!r} does not exist")
         meta_path = d / META_FILE
+        if verify and (meta_path.is_file() or (d / MANIFEST).is_file()):
+            verify_manifest(d, covers=TOKENIZER_FILES)
         if meta_path.is_file():
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                raise ValueError(
+                    f"{meta_path} is corrupted (not valid JSON: {e}); {NO_VERIFY_HINT}"
+                ) from None
+            if not isinstance(meta, dict):
+                raise ValueError(f"{meta_path} is corrupted (not a JSON object)")
             kind, eos = meta.get("kind"), meta.get("eos_token", EOT_TOKEN)
         elif (d / "tokenizer_config.json").is_file():
             kind, eos = "hf", None
@@ -160,6 +181,12 @@ class Tokenizer:
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Save to a directory (created if needed) loadable with :meth:`load`.
 
+        The marker ``complexformer_tokenizer.json`` is written first and ``manifest.json``
+        (every file of the directory) last, each file atomically: a save cut short leaves a
+        directory that :meth:`load` refuses, never one it reads half-written. Give it a
+        directory of its own (callers build it in :func:`~complexformer._atomic.atomic_dir`,
+        so that the previous tokenizer stays complete until the new one replaces it).
+
         Args:
             directory: the target directory.
 
@@ -168,14 +195,20 @@ class Tokenizer:
         """
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
+        meta = {"format": 1, "kind": self.kind, "eos_token": self.eos_token}
+        with atomic_write(d / META_FILE, "w") as f:
+            json.dump(meta, f, indent=2)
         if self.kind == "bpe":
             with atomic_write(d / _BPE_FILE, "w") as f:
                 f.write(self.backend.to_str())
         else:
             self.backend.save_pretrained(str(d))
-        meta = {"format": 1, "kind": self.kind, "eos_token": self.eos_token}
-        with atomic_write(d / META_FILE, "w") as f:
-            json.dump(meta, f, indent=2)
+        files = [
+            p.name
+            for p in d.iterdir()
+            if p.is_file() and p.name != MANIFEST and not p.name.startswith(".")
+        ]
+        write_manifest(d, files, kind="tokenizer")
         return d
 
     # -- API ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._cli import add_model, add_threads
+from .._cli import add_model, add_threads, add_verify
 from .._config import parse_overrides, unknown_key_error
 
 __all__ = [
@@ -164,7 +164,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             )
     overrides = suite_overrides(args, classes)
     with cpu_settings(args.threads or None):
-        artifacts = [load_artifact(path) for path in args.model]
+        artifacts = [load_artifact(path, verify=args.verify) for path in args.model]
         for cls in classes:
             _run_suite(cls, args, artifacts, overrides[cls.name])
     return 0
@@ -202,6 +202,7 @@ def add_evaluate_parser(sub) -> argparse.ArgumentParser:
         "(several only for --suite extrapolation)",
         many=True,
     )
+    add_verify(e)
     e.add_argument(
         "--suite",
         nargs="+",

@@ -8,7 +8,9 @@ self-contained code files ``configuration_complexformer.py`` and
 ``modeling_complexformer.py`` (for ``trust_remote_code=True`` without complexformer), the
 tokenizer as a ``PreTrainedTokenizerFast`` (EOS, BOS and padding all ``<|endoftext|>``,
 padding on the left) and ``manifest.json`` with the sha256 of every file. It also loads back
-with ``ComplexFormerLM.from_pretrained`` and ``complexformer generate/evaluate --ckpt DIR``.
+with ``ComplexFormerLM.from_pretrained`` and ``complexformer generate/evaluate --model DIR``,
+which check every file they read against the manifest (a missing manifest, a changed file or
+a file it does not list is an error that names it; ``--no-verify`` reads it unchecked).
 
 The directory is written into a temporary sibling and renamed into place, so an interrupted
 export leaves no partial directory under the final name.
@@ -26,6 +28,7 @@ from transformers import PreTrainedTokenizerFast
 
 from .._atomic import atomic_dir, atomic_write_text
 from .._manifest import MANIFEST, write_manifest
+from .._safe_paths import read_text, refuse_link
 from ..data.tokenizer import META_FILE as TOKENIZER_META
 from ..data.tokenizer import Tokenizer
 from ..lm import load_run
@@ -106,15 +109,18 @@ def hf_tokenizer(
 
 
 def is_export_dir(path: str | os.PathLike) -> bool:
-    """Whether ``path`` holds a manifest of kind :data:`EXPORT_KIND`."""
+    """Whether ``path`` holds a manifest of kind :data:`EXPORT_KIND` (a regular file: a
+    symbolic link there is not read)."""
     mpath = Path(path) / MANIFEST
     try:
-        return json.loads(mpath.read_text(encoding="utf-8")).get("kind") == EXPORT_KIND
+        return json.loads(read_text(mpath)).get("kind") == EXPORT_KIND
     except (OSError, ValueError, AttributeError):
         return False
 
 
 def _check_target(out: Path) -> None:
+    refuse_link(out)  # atomic_dir would replace the link; its target is never written
+    refuse_link(out / MANIFEST)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file; give a directory for the exported model")
     if out.is_dir() and any(out.iterdir()) and not is_export_dir(out):
@@ -161,16 +167,20 @@ def save_hf(
     return out
 
 
-def export_run(ckpt: str | os.PathLike, out: str | os.PathLike, device: str = "cpu") -> Path:
+def export_run(
+    ckpt: str | os.PathLike, out: str | os.PathLike, device: str = "cpu", *, verify: bool = True
+) -> Path:
     """Export a run, checkpoint or saved model directory (with its tokenizer) to ``out``.
 
     Args:
         ckpt: anything :func:`~complexformer.lm.load_run` accepts.
         out: the target directory (see :func:`save_hf`).
         device: where to load the model.
+        verify: check the source against its manifests first (False: read it unchecked,
+            ``--no-verify``); the export always gets a manifest of its own.
 
     Returns:
         The directory.
     """
-    run = load_run(ckpt, device=device)
+    run = load_run(ckpt, device=device, verify=verify)
     return save_hf(run.model, run.tokenizer, out, source=str(Path(ckpt).resolve()))

@@ -11,6 +11,10 @@
 
 The tokenizer comes from ``<run>/tokenizer`` (or a ``tokenizer/`` inside the given directory, or
 the directory itself for a transformers export).
+
+Nothing is read unverified: a checkpoint, a final model, an export and the tokenizer are each
+checked against their ``manifest.json`` (a missing manifest, a changed file or a file the
+manifest does not list is an error that names it), unless ``verify=False``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .._manifest import NO_VERIFY_HINT
 from ..data import Tokenizer
 from ..data.tokenizer import META_FILE as TOKENIZER_META
 from ..models.config import GPTConfig
@@ -31,6 +36,7 @@ from ..training.checkpoint import (
     CHECKPOINTS_DIR,
     MANIFEST,
     find_latest_checkpoint,
+    list_checkpoints,
     load_checkpoint,
 )
 from ..training.config import TrainConfig
@@ -109,11 +115,19 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path} is corrupted (not valid JSON: {e})") from None
 
 
-def _load_tokenizer(candidates: list[Path], required: bool) -> Tokenizer | None:
+def _load_tokenizer(candidates: list[Path], required: bool, verify: bool) -> Tokenizer | None:
     for d in candidates:
         if (d / TOKENIZER_META).is_file() or (d / "tokenizer.json").is_file():
+            if verify and not (d / MANIFEST).is_file():
+                # The package wrote this tokenizer with its model: without a manifest (removed,
+                # or saved before tokenizers carried one) it cannot be checked.
+                raise ValueError(
+                    f"{d / MANIFEST} is missing: the tokenizer in {d} cannot be verified "
+                    f"(re-save it with Tokenizer.load(dir, verify=False).save(dir) if it is "
+                    f"from a run saved before tokenizers carried a manifest); {NO_VERIFY_HINT}"
+                )
             try:
-                return Tokenizer.load(d)
+                return Tokenizer.load(d, verify=verify)
             except Exception as e:
                 raise ValueError(f"cannot load the tokenizer from {d}: {e}") from None
     if required:
@@ -127,6 +141,7 @@ def load_run(
     *,
     device: str | torch.device = "cpu",
     require_tokenizer: bool = True,
+    verify: bool = True,
 ) -> LoadedRun:
     """Load a trained model, its tokenizer and metadata from a run, checkpoint or model dir.
 
@@ -135,6 +150,9 @@ def load_run(
             directory.
         device: where to put the model.
         require_tokenizer: raise if no tokenizer is found (else ``tokenizer=None``).
+        verify: check the weights and the tokenizer against their manifests; False reads
+            them unchecked (``--no-verify``; e.g. a run saved before tokenizers carried a
+            manifest), and a run directory then loads its newest checkpoint unchecked.
 
     Returns:
         A :class:`LoadedRun` (model in eval mode).
@@ -143,7 +161,8 @@ def load_run(
         FileNotFoundError: ``path`` does not exist, is none of the three kinds, or the
             tokenizer is missing (the expected paths are named).
         CheckpointError: the checkpoint is truncated or corrupted (the file is named).
-        ValueError: a damaged model directory or configuration file (the file is named).
+        ValueError: a damaged model directory, tokenizer or configuration file, or (with
+            ``verify``) a missing manifest (the file is named).
     """
     p = Path(path)
     if not p.exists():
@@ -160,7 +179,11 @@ def load_run(
         if _is_model_dir(p / "model"):
             kind, source = "model", p / "model"
         else:
-            ckpt = find_latest_checkpoint(p / CHECKPOINTS_DIR, log=None)
+            if verify:
+                ckpt = find_latest_checkpoint(p / CHECKPOINTS_DIR, log=None)
+            else:
+                ckpts = list_checkpoints(p / CHECKPOINTS_DIR)
+                ckpt = ckpts[-1][1] if ckpts else None
             if ckpt is None:
                 raise FileNotFoundError(
                     f"{p} holds no final model ({p / 'model'}) and no checkpoint "
@@ -183,13 +206,15 @@ def load_run(
             train_config = TrainConfig.load(run_dir / "train_config.json")
 
     if kind == "checkpoint":
-        ckpt_obj = load_checkpoint(source)
+        ckpt_obj = load_checkpoint(source, verify=verify)
         model = model_from_checkpoint(ckpt_obj, device)
         model_config = checkpoint_config(ckpt_obj)
         train_config = ckpt_obj.train_config
         step = ckpt_obj.step
     else:
-        model = ComplexFormerLM.from_pretrained(source, map_location=str(device)).to(device)
+        model = ComplexFormerLM.from_pretrained(source, map_location=str(device), verify=verify).to(
+            device
+        )
         model_config = model.config
         if summary.get("steps") is not None:
             step = int(summary["steps"])
@@ -198,7 +223,7 @@ def load_run(
     candidates = [source / "tokenizer", source]  # source itself: an exported directory
     if run_dir is not None:
         candidates.append(run_dir / "tokenizer")
-    tokenizer = _load_tokenizer(candidates, require_tokenizer)
+    tokenizer = _load_tokenizer(candidates, require_tokenizer, verify)
     if tokenizer is not None and tokenizer.vocab_size > model_config.vocab_size:
         raise ValueError(
             f"tokenizer vocab_size {tokenizer.vocab_size} exceeds the model's "

@@ -47,10 +47,17 @@ _NOT_SHAPE = frozenset(
 
 class LMTask(TrainTask):
     """Train a :class:`~complexformer.models.ComplexFormerLM`: next-token loss on blocks of
-    ``max_seq_len`` tokens (``model(block, labels=block)``), plus ``ε·L_con`` with PCL."""
+    ``max_seq_len`` tokens (``model(block, labels=block)``), plus ``ε·L_con`` with PCL.
 
-    def __init__(self, model_config: GPTConfig) -> None:
+    Args:
+        model_config: the model configuration (``vocab_size`` becomes the tokenizer's).
+        verify_base: check the ``init_from`` run against its manifests (False: read it
+            unchecked, ``train --base ... --no-verify``).
+    """
+
+    def __init__(self, model_config: GPTConfig, verify_base: bool = True) -> None:
         self.cfg = model_config
+        self.verify_base = verify_base
         self.tokenizer: Tokenizer | None = None
         self.init_from: str | None = None
 
@@ -67,7 +74,7 @@ class LMTask(TrainTask):
                 if mlog:
                     mlog(f"tokenizer: {tok!r} from {run_tok}")
             elif tc.init_from is not None and tc.tokenizer is None:
-                tok = load_run(tc.init_from).tokenizer
+                tok = load_run(tc.init_from, verify=self.verify_base).tokenizer
                 if mlog:
                     mlog(f"tokenizer: {tok!r} from {tc.init_from} (init_from)")
             else:
@@ -98,7 +105,7 @@ class LMTask(TrainTask):
     def build_model(self) -> nn.Module:
         model = ComplexFormerLM(self.cfg)
         if self.init_from is not None:
-            src = load_run(self.init_from, require_tokenizer=False)
+            src = load_run(self.init_from, require_tokenizer=False, verify=self.verify_base)
             diff = {
                 k: (v, self.cfg.to_dict().get(k))
                 for k, v in src.model_config.to_dict().items()
@@ -159,6 +166,7 @@ def train(
     overwrite: bool = False,
     log: Callable[[str], Any] | None = print,
     callback: Callable[[dict[str, Any]], Any] | None = None,
+    verify_base: bool = True,
 ) -> dict[str, Any]:
     """Train a :class:`~complexformer.models.ComplexFormerLM` from scratch or from a checkpoint
     (``train_task(LMTask(model_config), ...)``).
@@ -188,13 +196,15 @@ def train(
         train_config: the training configuration.
         resume, overwrite, log, callback: as in :func:`~complexformer.training.train_task`
             (resuming, starting afresh, the message sink, the per-update hook).
+        verify_base: check the ``init_from`` run against its manifests (see
+            :class:`LMTask`).
 
     Returns:
         The summary of :func:`~complexformer.training.train_task` (``val_loss``, ``val_ppl``,
         ``steps``, ...); the same errors are raised.
     """
     return train_task(
-        LMTask(model_config),
+        LMTask(model_config, verify_base=verify_base),
         train_config,
         resume=resume,
         overwrite=overwrite,

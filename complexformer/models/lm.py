@@ -287,7 +287,7 @@ class ComplexFormerLM(nn.Module):
 
     @classmethod
     def from_pretrained(
-        cls, directory: str | os.PathLike, map_location: str = "cpu"
+        cls, directory: str | os.PathLike, map_location: str = "cpu", *, verify: bool = True
     ) -> ComplexFormerLM:
         """Load a model written by :meth:`save_pretrained` or exported for transformers.
 
@@ -295,20 +295,31 @@ class ComplexFormerLM(nn.Module):
         ``config.json``) holds the same weights under the same names; its config is read with
         :func:`~complexformer.models.config.gpt_config_from_hf`.
 
+        Every directory this class reads was written by the package (its ``config.json``
+        holds a ComplexFormer configuration), so it must carry a ``manifest.json`` that lists
+        ``config.json`` and ``model.safetensors`` with their sha256.
+
+        Args:
+            directory: the model directory.
+            map_location: where to load the weights.
+            verify: check the files against the manifest (False: load them unchecked, e.g.
+                a directory saved before manifests were written).
+
         Raises:
             FileNotFoundError: the directory or one of its files is missing.
-            ValueError: a file does not match ``manifest.json`` (truncated or changed), or
-                the config or weights cannot be read. A directory without a manifest (saved
-                by an earlier version) loads unchecked.
+            ValueError: (``verify``) no ``manifest.json``, or a file that does not match it
+                (truncated or changed) or is not listed in it; or the config or weights
+                cannot be read. The file is named.
         """
         d = Path(directory)
         for name in (CONFIG_NAME, WEIGHTS_NAME):
             if not (d / name).is_file():
                 raise FileNotFoundError(f"{d / name} not found: {d} is not a saved model directory")
-        try:
-            verify_manifest(d, required=False)
-        except ValueError as e:
-            raise ValueError(f"cannot load weights from {d}: {e}") from None
+        if verify:
+            try:
+                verify_manifest(d, covers=(CONFIG_NAME, WEIGHTS_NAME))
+            except ValueError as e:
+                raise ValueError(f"cannot load weights from {d}: {e}") from None
         try:
             data = json.loads((d / CONFIG_NAME).read_text())
         except json.JSONDecodeError as e:

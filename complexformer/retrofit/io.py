@@ -7,6 +7,11 @@ A directory written by :func:`save_adaptation`::
     adaptation.safetensors   the tensors, under the base model's parameter names
     tokenizer/               the base model's tokenizer (save_pretrained)
     manifest.json            sha256 of every file, checked on load
+
+:func:`load_adaptation` refuses a directory without ``manifest.json``, a file that does not
+match it and a file it reads that the manifest does not list (the tokenizer's included), each
+by name, unless ``verify=False``; the base model it loads is another tool's and is read as
+``transformers`` reads it.
 """
 
 from __future__ import annotations
@@ -147,6 +152,8 @@ def load_adaptation(
     directory: str | os.PathLike,
     base: nn.Module | None = None,
     base_spec: str | None = None,
+    *,
+    verify: bool = True,
 ) -> tuple[nn.Module, Any, RetrofitConfig]:
     """Load an adaptation onto its base model in one call.
 
@@ -156,6 +163,8 @@ def load_adaptation(
             ``AutoModelForCausalLM.from_pretrained``); it is converted in place.
         base_spec: load this base instead of the one recorded (e.g. a local copy of a hub
             model); ignored when ``base`` is given.
+        verify: check the directory against its manifest (False: read it unchecked,
+            ``--no-verify``).
 
     Returns:
         ``(model, tokenizer, config)``: the converted model in eval mode with the saved
@@ -171,8 +180,12 @@ def load_adaptation(
         raise FileNotFoundError(
             f"{directory} is not a CMHA adaptation (no {ADAPTATION_CONFIG} in it or in its model/)"
         )
+    covers = [ADAPTATION_FILE, ADAPTATION_CONFIG]
+    if (d / "tokenizer").is_dir():
+        covers += [f"tokenizer/{f.name}" for f in (d / "tokenizer").iterdir()]
     try:
-        verify_manifest(d)
+        if verify:
+            verify_manifest(d, covers=covers)
     except ValueError as e:
         raise ValueError(f"cannot load the adaptation {d}: {e}") from None
     meta = read_adaptation_config(d)

@@ -24,7 +24,6 @@ import json
 import os
 import random
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from torch import nn
 from .._atomic import atomic_dir
 from .._config import ConfigBase
 from .._manifest import FORMAT, MANIFEST, verify_manifest, write_manifest
+from .._safe_paths import refuse_link, remove_entry
 from .config import TrainConfig
 
 __all__ = [
@@ -198,6 +198,7 @@ def save_checkpoint(
         The final checkpoint directory.
     """
     root = Path(root)
+    refuse_link(root)  # a linked checkpoints/ would receive the checkpoint outside the run
     final = root / step_dir_name(step)
     with atomic_dir(final) as tmp:
         if model_tensors is None:
@@ -234,24 +235,36 @@ def list_checkpoints(root: str | os.PathLike) -> list[tuple[int, Path]]:
     """``(step, path)`` of every ``step_*`` directory under ``root``, oldest first.
 
     Temporary (``.tmp-*``) and other directories are ignored; contents are not checked.
+
+    Raises:
+        SymlinkRefusedError: ``root`` or a ``step_*`` entry is a symbolic link (named).
     """
     root = Path(root)
+    refuse_link(root)
     if not root.is_dir():
         return []
     out = []
     for p in root.iterdir():
         m = _STEP_RE.match(p.name)
-        if m and p.is_dir():
-            out.append((int(m.group(1)), p))
+        if m:
+            refuse_link(p)
+            if p.is_dir():
+                out.append((int(m.group(1)), p))
     return sorted(out)
 
 
 def prune_checkpoints(root: str | os.PathLike, keep_last: int) -> list[Path]:
-    """Delete all but the ``keep_last`` most recent checkpoints; returns the deleted paths."""
+    """Delete all but the ``keep_last`` most recent checkpoints; returns the deleted paths.
+
+    Only ``step_*`` folders of ``root`` are removed, never through a symbolic link.
+
+    Raises:
+        SymlinkRefusedError: ``root`` or a ``step_*`` entry is a link; nothing is deleted.
+    """
     ckpts = list_checkpoints(root)
     doomed = [p for _, p in ckpts[: max(0, len(ckpts) - keep_last)]]
     for p in doomed:
-        shutil.rmtree(p, ignore_errors=True)
+        remove_entry(p, root)
     return doomed
 
 
@@ -269,7 +282,9 @@ def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         CheckpointError: a missing or unreadable manifest, an unknown format, or a file
             missing, of the wrong size or with the wrong sha256 (the path is named).
     """
-    return verify_manifest(path, error=CheckpointError)
+    return verify_manifest(
+        path, error=CheckpointError, covers=(MODEL_FILE, OPTIM_FILE, RNG_FILE, STATE)
+    )
 
 
 def find_latest_checkpoint(
@@ -353,7 +368,8 @@ def load_checkpoint(path: str | os.PathLike, verify: bool = True) -> Checkpoint:
 
     Args:
         path: a ``step_*`` directory.
-        verify: check every file's sha256 first (:func:`verify_checkpoint`).
+        verify: check every file's sha256 first (:func:`verify_checkpoint`); False reads
+            the files unchecked (``--no-verify``).
 
     Raises:
         CheckpointError: the checkpoint is incomplete or damaged (the path is named).
