@@ -35,6 +35,7 @@ import sysconfig
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 
 __all__ = [
     "BWRAP_PROCESSES",
@@ -303,22 +304,32 @@ def cgroup_parent() -> str | None:
             continue
         if parent != candidates[0] and not _has_pids_v2(parent):
             continue
-        probe = os.path.join(parent, f"complexformer-probe-{owner_token()}-{uuid.uuid4().hex[:8]}")
-        try:
-            os.mkdir(probe)
-        except OSError:
-            continue
-        try:
-            with open(os.path.join(probe, "pids.max"), "w") as f:
-                f.write("8")
-            code = f"open({os.path.join(probe, 'cgroup.procs')!r}, 'w').write('0')"
-            if _probe([sys.executable, "-I", "-c", code]):
-                return parent
-        except OSError:
-            pass
-        finally:
-            remove_cgroup(probe)
+        if _joinable(parent, lambda probe: _write(os.path.join(probe, "pids.max"), "8")):
+            return parent
     return None
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _joinable(parent: str, limit: Callable[[str], None]) -> bool:
+    """Whether a child process can join a fresh cgroup below ``parent`` once ``limit`` has
+    been applied to it (the probe cgroup is removed again)."""
+    probe = os.path.join(parent, f"complexformer-probe-{owner_token()}-{uuid.uuid4().hex[:8]}")
+    try:
+        os.mkdir(probe)
+    except OSError:
+        return False
+    try:
+        limit(probe)
+        code = f"open({os.path.join(probe, 'cgroup.procs')!r}, 'w').write('0')"
+        return _probe([sys.executable, "-I", "-c", code])
+    except OSError:
+        return False
+    finally:
+        remove_cgroup(probe)
 
 
 def _has_pids_v2(parent: str) -> bool:
@@ -371,20 +382,8 @@ def memory_cgroup_parent() -> tuple[str, int] | None:
             continue
         if version == 2 and not _has_controller_v2(parent, "memory"):
             continue
-        probe = os.path.join(parent, f"complexformer-probe-{owner_token()}-{uuid.uuid4().hex[:8]}")
-        try:
-            os.mkdir(probe)
-        except OSError:
-            continue
-        try:
-            set_memory_limit(probe, version, 64 << 20)
-            code = f"open({os.path.join(probe, 'cgroup.procs')!r}, 'w').write('0')"
-            if _probe([sys.executable, "-I", "-c", code]):
-                return parent, version
-        except OSError:
-            pass
-        finally:
-            remove_cgroup(probe)
+        if _joinable(parent, lambda probe, v=version: set_memory_limit(probe, v, 64 << 20)):
+            return parent, version
     return None
 
 
