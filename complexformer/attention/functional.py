@@ -70,7 +70,8 @@ def attention(
     """Scaled-dot-product attention with a causal mask aligned to absolute positions.
 
     Queries are at positions q_offset .. q_offset + Tq - 1 and keys at 0 .. Tk - 1. When the
-    mask is the plain lower triangle (Tq == Tk, q_offset == 0) the fused causal kernel is used.
+    mask is the plain lower triangle (Tq == Tk, q_offset == 0) the fused causal kernel is used;
+    a single query that sees every key (a KV-cache decoding step) needs no mask at all.
 
     Args:
         q: (B, H, Tq, D); k: (B, H, Tk, D); v: (B, H, Tk, Dv).
@@ -84,7 +85,9 @@ def attention(
         (B, H, Tq, Dv).
     """
     t_q, t_k = q.shape[-2], k.shape[-2]
-    if bias is None and (not is_causal or (t_q == t_k and q_offset == 0)):
+    # One query at or after the last key (a decoding step) may attend every key: no mask.
+    sees_all = t_q == 1 and q_offset + 1 >= t_k
+    if bias is None and (not is_causal or sees_all or (t_q == t_k and q_offset == 0)):
         return F.scaled_dot_product_attention(
             q, k, v, dropout_p=dropout_p, is_causal=is_causal and t_q > 1, scale=scale
         )

@@ -131,8 +131,10 @@ class CausalSelfAttention(nn.Module):
             bias=bias,
             dropout_p=self.dropout if self.training else 0.0,
         )  # (B, H, T, D)
-        y = y.transpose(1, 2).reshape(b, t, c)  # (B, T, d_model)
-        return self.resid_drop(self.proj(y)), phases
+        y = self.proj(y.transpose(1, 2).reshape(b, t, c))  # (B, T, d_model)
+        if self.training and self.resid_drop.p > 0:
+            y = self.resid_drop(y)
+        return y, phases
 
     def extra_repr(self) -> str:
         return f"scheme={self.scheme.name}, n_head={self.n_head}, head_dim={self.head_dim}"

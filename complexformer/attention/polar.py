@@ -84,7 +84,7 @@ def polar_components(
     return lam, phase
 
 
-_CHUNK_ELEMS = 1 << 18  # elements of x per chunk of the polar rotation (bounds temporaries)
+_CHUNK_ELEMS = 1 << 20  # elements of x per chunk of the polar rotation (bounds temporaries)
 
 
 def _t_chunks(x: Tensor) -> list[tuple[int, int]]:
@@ -95,79 +95,115 @@ def _t_chunks(x: Tensor) -> list[tuple[int, int]]:
     return [(i, min(i + step, t)) for i in range(0, t, step)]
 
 
-def _rotated_phase(theta: Tensor, d: Tensor | None, b: Tensor | None, pw: Tensor) -> Tensor:
-    """delta * theta + b + p * omega (``theta`` is overwritten)."""
-    if d is not None:
-        theta = theta.mul_(d)
-    if b is not None:
-        theta = theta.add_(b)
-    return theta.add_(pw)
+_CONTIGUOUS = torch.contiguous_format
+
+
+def _chunks(x: Tensor) -> list[tuple[int, int]]:
+    """:func:`_t_chunks` when eager; one chunk under ``torch.compile`` (which fuses) or T = 0."""
+    if torch.compiler.is_compiling() or x.shape[-2] == 0:
+        return [(0, x.shape[-2])]
+    return _t_chunks(x)
+
+
+def _pair_views(x: Tensor, dtype: torch.dtype, layout: str) -> tuple[Tensor, Tensor]:
+    """The two members of each pair as views (no copy when ``x`` has ``dtype``): enough for
+    products and sums, which run at full speed on strided memory (unlike atan2)."""
+    x = x if x.dtype == dtype else x.to(dtype)
+    if layout == "halves":
+        return x.chunk(2, dim=-1)  # (..., T, J) each
+    return x.unflatten(-1, (x.shape[-1] // 2, 2)).unbind(-1)
 
 
 class _PolarRotate(torch.autograd.Function):
-    """polar_rotate with an analytic backward that recomputes from x (saves memory and ops).
+    """polar_rotate with an analytic backward free of transcendental functions.
 
-    With u = cos(theta), v = sin(theta), upstream grads (g_c, g_s) for (l cos A, l sin A):
-    g_l = g_c cos A + g_s sin A and G = g_s cos A - g_c sin A (= dL/dA / l), so
-    dL/dx_re = g_l u - delta v G, dL/dx_im = g_l v + delta u G, dL/d(delta) = l G theta and
-    dL/db = l G: no division by the modulus, finite at zero pairs (taken along theta = 0).
-    Both passes run over chunks of T so that their temporaries stay small.
+    Forward keeps x, the output y = (l cos A, l sin A) (which the attention that follows
+    saves anyway; a float32 copy for half-precision x) and, when δ needs a gradient, the
+    phases theta. With upstream gradients (g_c, g_s) of y, s = g_c y_c + g_s y_s = l dL/dl
+    and c = g_s y_c - g_c y_s = dL/dA, so
+
+        dL/dx_re = (s x_re - δ c x_im) / l²,   dL/dx_im = (s x_im + δ c x_re) / l²,
+        dL/dδ = sum c theta,                    dL/db = sum c,
+
+    from the chain rule through l = |x| and A = δ atan2(x_im, x_re) + b + p ω (eq. 1-2, 7).
+    Backward is products and two divisions: no atan2, hypot, cos or sin are recomputed. A
+    zero pair (l = 0, so y = 0 and s = c = 0) gets a zero gradient. Both passes run over
+    chunks of T so that their temporaries stay small (one chunk under ``torch.compile``,
+    which fuses them).
     """
 
     @staticmethod
     def forward(ctx, x, delta, bias, pos, omega, layout):
-        ctx.save_for_backward(x, delta, bias, pos, omega)
-        ctx.layout = layout
         pdt = phase_dtype(x)
         d = delta.to(pdt).unsqueeze(-2) if delta is not None else None  # (..., 1, J)
         b = bias.to(pdt).unsqueeze(-2) if bias is not None else None
-        out = torch.empty_like(x)
-        for t0, t1 in _t_chunks(x):
-            re, im = split_pairs(x[..., t0:t1, :], pdt, layout)  # (..., t, J) each
-            lam = torch.hypot(re, im)  # eq. 1
+        keep_theta = delta is not None and ctx.needs_input_grad[1]
+        chunks, fused = _chunks(x), torch.compiler.is_compiling()
+        # y in the phase dtype: the output itself, or (half-precision x) a float32 copy;
+        # eager writes it in place (no join), compiled joins (inductor fuses the join)
+        out = None if fused else torch.empty_like(x, dtype=pdt, memory_format=_CONTIGUOUS)
+        thetas = []
+        for t0, t1 in chunks:
+            re, im = split_pairs(x[..., t0:t1, :], pdt, layout)  # (..., t, J) each, contiguous
+            lam = torch.addcmul(re * re, im, im).sqrt_()  # eq. 1
             theta = torch.atan2(im, re)  # eq. 2; atan2(0, 0) = 0
             del re, im
+            if keep_theta:  # kept for dL/dδ
+                thetas.append(theta)
             pw = pos[..., t0:t1, None] * omega.to(pdt)  # (..., t, J)
-            phase = _rotated_phase(theta, d, b, pw)
-            rot_re, rot_im = torch.cos(phase).mul_(lam), phase.sin_().mul_(lam)
-            out[..., t0:t1, :] = join_pairs(rot_re, rot_im, layout)  # (..., t, D)
-        return out
+            if b is not None:
+                pw = pw + b  # (..., t, J): b + p * omega
+            if d is not None:  # delta * theta + b + p * omega, one fused op
+                phase = torch.addcmul(pw, theta, d)
+            else:
+                phase = theta.add_(pw) if not keep_theta else theta + pw
+            if fused:  # one chunk
+                out = join_pairs(torch.cos(phase) * lam, torch.sin(phase) * lam, layout)
+                continue
+            y_c, y_s = _pair_views(out[..., t0:t1, :], pdt, layout)  # written in place
+            torch.mul(torch.cos(phase), lam, out=y_c)
+            torch.mul(phase.sin_(), lam, out=y_s)
+        theta_all = None
+        if keep_theta:
+            theta_all = thetas[0] if len(thetas) == 1 else torch.cat(thetas, dim=-2)
+        ctx.save_for_backward(x, delta, bias, out, theta_all)
+        ctx.layout = layout
+        return out if out.dtype == x.dtype else out.to(x.dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        x, delta, bias, pos, omega = ctx.saved_tensors
+        x, delta, bias, out, theta_all = ctx.saved_tensors
         layout = ctx.layout
         pdt = phase_dtype(x)
         d = delta.to(pdt).unsqueeze(-2) if delta is not None else None
-        b = bias.to(pdt).unsqueeze(-2) if bias is not None else None
         want_d = d is not None and ctx.needs_input_grad[1]
-        want_b = b is not None and ctx.needs_input_grad[2]
-        gx = torch.empty_like(x)
+        want_b = bias is not None and ctx.needs_input_grad[2]
         g_delta = torch.zeros_like(d) if want_d else None
-        g_bias = torch.zeros_like(b) if want_b else None
-        for t0, t1 in _t_chunks(x):
-            re, im = split_pairs(x[..., t0:t1, :], pdt, layout)
-            lam = torch.hypot(re, im)
-            theta = torch.atan2(im, re)
-            del re, im
-            u, v = torch.cos(theta), torch.sin(theta)
-            pw = pos[..., t0:t1, None] * omega.to(pdt)
-            phase = _rotated_phase(theta.clone() if want_d else theta, d, b, pw)
-            cos_a, sin_a = torch.cos(phase), phase.sin_()
-            g_c, g_s = split_pairs(grad[..., t0:t1, :], pdt, layout)
-            g_l = torch.mul(g_c, cos_a).addcmul_(g_s, sin_a)
-            big_g = torch.mul(g_s, cos_a).addcmul_(g_c, sin_a, value=-1.0)
-            del cos_a, sin_a, g_c
-            if want_d or want_b:
-                lam_g = lam.mul_(big_g)
-                if want_b:
-                    g_bias += lam_g.sum_to_size(g_bias.shape)
-                if want_d:
-                    g_delta += lam_g.mul_(theta).sum_to_size(g_delta.shape)
-            dg = big_g.mul_(d) if d is not None else big_g
-            g_re = torch.mul(g_l, u).addcmul_(dg, v, value=-1.0)
-            g_im = g_l.mul_(v).addcmul_(dg, u)
-            gx[..., t0:t1, :] = join_pairs(g_re, g_im, layout)  # (..., t, D)
+        g_bias = torch.zeros_like(bias.to(pdt).unsqueeze(-2)) if want_b else None
+        fused = torch.compiler.is_compiling()
+        gx = None if fused else torch.empty_like(x, dtype=pdt, memory_format=_CONTIGUOUS)
+        for t0, t1 in _chunks(x):
+            re, im = _pair_views(x[..., t0:t1, :], pdt, layout)  # (..., t, J) each
+            y_c, y_s = _pair_views(out[..., t0:t1, :], pdt, layout)
+            g_c, g_s = _pair_views(grad[..., t0:t1, :], pdt, layout)
+            s = torch.mul(g_c, y_c).addcmul_(g_s, y_s)  # l dL/dl
+            c = torch.mul(g_s, y_c).addcmul_(g_c, y_s, value=-1.0)  # dL/dA
+            del y_c, y_s, g_c, g_s
+            if want_b:
+                g_bias += c.sum_to_size(g_bias.shape)
+            if want_d:
+                g_delta += (c * theta_all[..., t0:t1, :]).sum_to_size(g_delta.shape)
+            # l², at least the smallest normal number: a zero pair has s = c = 0, so 0
+            r2 = torch.addcmul(re * re, im, im).clamp_min_(torch.finfo(pdt).tiny)
+            s = s.div_(r2)
+            c = c.div_(r2).mul_(d) if d is not None else c.div_(r2)
+            if fused:  # one chunk
+                gx = join_pairs(s * re - c * im, s * im + c * re, layout)
+                continue
+            g_re, g_im = _pair_views(gx[..., t0:t1, :], pdt, layout)  # written in place
+            torch.mul(s, re, out=g_re).addcmul_(c, im, value=-1.0)
+            torch.mul(s, im, out=g_im).addcmul_(c, re)
+        gx = gx if gx.dtype == x.dtype else gx.to(x.dtype)
         if want_d:
             g_delta = g_delta.reshape(delta.shape).to(delta.dtype)
         if want_b:
@@ -189,8 +225,9 @@ def polar_rotate(
     modulus and A_j = delta_j * theta_j + b_j + p * omega_j its rotated phase, so that
     q'_m . k'_n = sum_j lq lk cos(delta (tq - tk) + b + (m - n) omega) is the CMHA score
     of eq. 8 (before scaling). With delta = 1 and b = 0 this is RoPE (Su et al.) exactly.
-    When eager, the backward pass is analytic and recomputes the polar form from x (only x
-    is kept for it); under ``torch.compile`` the plain formula is traced and fused.
+    The backward pass is analytic and free of transcendental functions (it keeps x, the
+    output and, for δ's gradient, the phases; see ``_PolarRotate``); under ``torch.compile``
+    the same function is traced as one chunk and fused.
 
     Args:
         x: real tensor (..., T, D).
@@ -202,9 +239,6 @@ def polar_rotate(
     if x.shape[-1] % 2:
         raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
     check_layout(layout)
-    if torch.compiler.is_compiling():
-        lam, phase = polar_components(x, delta, bias, positions, omega, layout)
-        return polar_from_components(lam, phase, x.dtype, layout)
     pdt = phase_dtype(x)
     if delta is not None and not isinstance(delta, Tensor):
         delta = torch.full((x.shape[-1] // 2,), float(delta), device=x.device, dtype=pdt)

@@ -17,6 +17,8 @@ __all__ = [
     "join_pairs",
     "phase_dtype",
     "rope_frequencies",
+    "rope_tables",
+    "rotate_with_tables",
     "split_pairs",
 ]
 
@@ -143,13 +145,47 @@ def apply_rope(
     if x.shape[-1] % 2:
         raise ValueError(f"the last dimension of x must be even, got {x.shape[-1]}")
     check_layout(layout)
-    pdt = phase_dtype(x)
-    pos = as_positions(positions, x.shape[-2], x.device, pdt)
-    ang = pos.unsqueeze(-1) * omega.to(device=x.device, dtype=pdt)  # (..., T, J)
-    cos, sin = torch.cos(ang), torch.sin(ang)
+    cos, sin = rope_tables(positions, x.shape[-2], omega, x.device, phase_dtype(x), layout)
+    return rotate_with_tables(x, cos, sin, layout)
+
+
+def rope_tables(
+    positions: Tensor | int, length: int, omega: Tensor, device, dtype, layout: str
+) -> tuple[Tensor, Tensor]:
+    """cos and sin of the angles p ω_j of :func:`apply_rope`, laid out for ``layout``.
+
+    Args:
+        positions: (T,) positions or an int offset.
+        length: T.
+        omega: (J,) frequencies.
+        device: device of the tables.
+        dtype: their dtype (the phase dtype, :func:`phase_dtype`).
+        layout: ``"halves"``: (..., T, D) tables, each angle twice ([ω_0 .. ω_J-1] repeated,
+            for whole rows); ``"interleaved"``: (..., T, J).
+
+    Returns:
+        (cos, sin).
+    """
+    pos = as_positions(positions, length, device, dtype)
+    ang = pos.unsqueeze(-1) * omega.to(device=device, dtype=dtype)  # (..., T, J)
     if layout == "halves":
-        re, im = split_pairs(x, pdt, layout)
-    else:  # strided views: cheap for multiplications
-        xf = x.to(pdt)
-        re, im = xf[..., 0::2], xf[..., 1::2]
-    return join_pairs(re * cos - im * sin, re * sin + im * cos, layout).to(x.dtype)
+        ang = torch.cat((ang, ang), dim=-1)  # (..., T, D)
+    return torch.cos(ang), torch.sin(ang)
+
+
+def rotate_with_tables(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
+    """RoPE of ``x`` (..., T, D) with the tables of :func:`rope_tables` (same layout).
+
+    ``"halves"`` is the rotate-half form x cos + (-x[J:], x[:J]) sin on whole rows;
+    ``"interleaved"`` works on strided views of the pairs. The halves are taken with
+    ``chunk`` and the pairs with ``unbind`` (not slicing), so that the backward joins the two
+    gradients instead of filling a zero tensor for each.
+    """
+    xf = x if x.dtype == cos.dtype else x.to(cos.dtype)
+    if layout == "halves":
+        re, im = xf.chunk(2, dim=-1)  # (..., T, J) each
+        out = xf * cos + torch.cat((-im, re), dim=-1) * sin  # (..., T, D)
+    else:
+        re, im = xf.unflatten(-1, (x.shape[-1] // 2, 2)).unbind(-1)  # (..., T, J) each
+        out = join_pairs(re * cos - im * sin, re * sin + im * cos, layout)
+    return out if out.dtype == x.dtype else out.to(x.dtype)

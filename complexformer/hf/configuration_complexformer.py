@@ -37,6 +37,7 @@ _CHOICES = {
     "delta_init": ("paper", "rope"),
     "pcl_target": ("theta", "rotated"),
     "pcl_reduce": ("mean", "sum"),
+    "chunked_loss": ("auto", "always", "never"),
 }
 
 
@@ -64,6 +65,8 @@ class ComplexFormerConfig(PretrainedConfig):
         pcl, pcl_epsilon, pcl_tau, pcl_dropout, pcl_target, pcl_reduce: the phase contrastive
             loss settings of the training run; kept so the configuration round-trips (the
             loss itself is training-only and not part of this port).
+        chunked_loss: how the training run computed its loss (``GPTConfig.chunked_loss``);
+            kept so the configuration round-trips.
         tie_word_embeddings: share the token embedding with the output projection.
         **kwargs: passed to ``PretrainedConfig`` (``bos_token_id``, ``eos_token_id``, ...).
 
@@ -105,6 +108,7 @@ class ComplexFormerConfig(PretrainedConfig):
         pcl_dropout: float = 0.5,
         pcl_target: str = "theta",
         pcl_reduce: str = "mean",
+        chunked_loss: str = "auto",
         tie_word_embeddings: bool = True,
         use_cache: bool = True,
         **kwargs: Any,
@@ -120,6 +124,7 @@ class ComplexFormerConfig(PretrainedConfig):
             delta_init=delta_init,
             pcl_target=pcl_target,
             pcl_reduce=pcl_reduce,
+            chunked_loss=chunked_loss,
         )
         for name, value in given.items():
             if value not in _CHOICES[name]:
@@ -141,5 +146,6 @@ class ComplexFormerConfig(PretrainedConfig):
         self.init_std, self.delta_init_std, self.delta_init = init_std, delta_init_std, delta_init
         self.pcl, self.pcl_epsilon, self.pcl_tau = pcl, pcl_epsilon, pcl_tau
         self.pcl_dropout, self.pcl_target, self.pcl_reduce = pcl_dropout, pcl_target, pcl_reduce
+        self.chunked_loss = chunked_loss  # training only; the port computes no loss chunked
         self.use_cache = use_cache
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)

@@ -41,6 +41,7 @@ _NOT_SHAPE = frozenset(
         "pcl_reduce",
         "delta_init",
         "delta_init_std",
+        "chunked_loss",
     }
 )
 

@@ -32,6 +32,7 @@ _SCHEDULES = ("rope", "paper")
 _DELTA_INITS = ("paper", "rope")
 _PCL_TARGETS = ("theta", "rotated")
 _PCL_REDUCES = ("mean", "sum")
+_CHUNKED_LOSS = ("auto", "always", "never")
 
 
 @dataclass
@@ -75,6 +76,13 @@ class GPTConfig(ConfigBase):
             (δ ⊙ θ + b + p ω, the behaviour of earlier versions).
         pcl_reduce: how the per-layer losses of queries and keys are combined into
             ``pcl_loss``: ``"mean"`` (over the 2 L terms) or ``"sum"`` (earlier versions).
+        chunked_loss: how the training loss is computed when gradients are recorded:
+            ``"always"`` the chunked linear + cross-entropy
+            (:func:`~complexformer.losses.chunked_ce.chunked_linear_cross_entropy`: no
+            (B, T, V) logits or gradient, the logits computed twice, ``logits`` is None),
+            ``"never"`` the plain head and ``F.cross_entropy``, ``"auto"`` (default) the
+            chunked one when B * T * V reaches 2^27 (512 MiB of float32 logits; e.g. the
+            paper preset's batches). It changes no weight, only memory and time.
     """
 
     vocab_size: int = 8192
@@ -100,6 +108,7 @@ class GPTConfig(ConfigBase):
     pcl_dropout: float = 0.5
     pcl_target: str = "theta"
     pcl_reduce: str = "mean"
+    chunked_loss: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layer", "n_head", "d_model", "d_ff", "max_seq_len"):
@@ -128,6 +137,7 @@ class GPTConfig(ConfigBase):
             ("delta_init", _DELTA_INITS),
             ("pcl_target", _PCL_TARGETS),
             ("pcl_reduce", _PCL_REDUCES),
+            ("chunked_loss", _CHUNKED_LOSS),
         ):
             if getattr(self, name) not in allowed:
                 raise ValueError(

@@ -25,6 +25,7 @@ from ..attention.cache import KVCache
 from ..attention.module import CausalSelfAttention
 from ..attention.registry import get_scheme
 from ..attention.schemes import sinusoidal_embedding
+from ..losses.chunked_ce import chunked_linear_cross_entropy
 from ..losses.pcl import pcl_loss
 from .config import HF_MODEL_TYPE, GPTConfig, gpt_config_from_hf
 from .sampling import check_sampling_args, sample_next
@@ -33,6 +34,17 @@ __all__ = ["Block", "ComplexFormerLM", "LMOutput", "sinusoidal_embedding"]
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
+#: B * T * V from which ``chunked_loss="auto"`` takes the chunked loss (512 MiB of float32).
+CHUNKED_LOSS_ELEMENTS = 1 << 27
+
+
+def use_chunked_loss(mode: str, logit_elements: int) -> bool:
+    """Whether the loss is computed chunked (``GPTConfig.chunked_loss``): only while
+    gradients are recorded, always for ``"always"``, from :data:`CHUNKED_LOSS_ELEMENTS`
+    logits for ``"auto"``."""
+    if not torch.is_grad_enabled() or mode == "never":
+        return False
+    return mode == "always" or logit_elements >= CHUNKED_LOSS_ELEMENTS
 
 
 @dataclass
@@ -40,7 +52,8 @@ class LMOutput:
     """Output of :meth:`ComplexFormerLM.forward`.
 
     Attributes:
-        logits: (B, T, V) next-token logits.
+        logits: (B, T, V) next-token logits; None when the loss was computed chunked
+            (``GPTConfig.chunked_loss``), which never materialises them.
         loss: ``lm_loss + pcl_epsilon * pcl_loss`` (what to back-propagate), or None
             without labels.
         lm_loss: mean next-token cross-entropy, or None without labels.
@@ -50,7 +63,7 @@ class LMOutput:
         cache: the KV cache, when one was passed or requested.
     """
 
-    logits: Tensor
+    logits: Tensor | None
     loss: Tensor | None = None
     lm_loss: Tensor | None = None
     pcl_loss: Tensor | None = None
@@ -65,7 +78,8 @@ class MLP(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.drop(self.proj(F.gelu(self.fc(x))))
+        y = self.proj(F.gelu(self.fc(x)))
+        return self.drop(y) if self.training and self.drop.p > 0 else y
 
 
 class Block(nn.Module):
@@ -161,7 +175,10 @@ class ComplexFormerLM(nn.Module):
         Args:
             input_ids: (B, T) token ids.
             labels: optional (B, T) targets aligned with ``input_ids`` (shifted inside, as in
-                Hugging Face models); positions with -100 are ignored.
+                Hugging Face models: the labels move left by one and the last position is
+                ignored, the logits are never sliced); positions with -100 are ignored.
+                While gradients are recorded, ``config.chunked_loss`` may compute the loss
+                chunked without materialising the logits (then ``logits`` is None).
             cache: a :class:`KVCache` holding earlier positions; ``input_ids`` continue it.
             use_cache: create a cache when none is given and return it.
 
@@ -183,7 +200,8 @@ class ComplexFormerLM(nn.Module):
             )
         x = self.wte(input_ids)  # (B, T, C)
         x = self.scheme.embed(self, x, offset)  # absolute positions, for schemes that add them
-        x = self.drop(x)
+        if self.training and self.drop.p > 0:
+            x = self.drop(x)
         want_pcl = cfg.pcl and self.training
         pcl_total = None
         for i, block in enumerate(self.blocks):
@@ -195,18 +213,28 @@ class ComplexFormerLM(nn.Module):
                 pcl_total = lq + lk if pcl_total is None else pcl_total + lq + lk
         if pcl_total is not None and cfg.pcl_reduce == "mean":
             pcl_total = pcl_total / (2 * len(self.blocks))  # over layers and q/k sides
-        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
-        out = LMOutput(logits=logits, pcl_loss=pcl_total, cache=cache)
-        if labels is not None:
-            out.lm_loss = F.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                labels[:, 1:].reshape(-1),
-                ignore_index=-100,
+        h = self.ln_f(x)  # (B, T, C)
+        if labels is None:
+            return LMOutput(logits=self.lm_head(h), pcl_loss=pcl_total, cache=cache)
+        # Next-token targets: the labels shifted left, the last position ignored. Shifting
+        # the labels rather than the logits keeps the (B, T, V) logits unsliced (a slice's
+        # backward fills a zero tensor of the logits' size and copies into it).
+        targets = F.pad(labels[:, 1:], (0, 1), value=-100).reshape(-1)  # (B*T,)
+        if use_chunked_loss(cfg.chunked_loss, b * t * cfg.vocab_size):
+            logits = None  # never materialised
+            lm_loss = chunked_linear_cross_entropy(
+                h.reshape(b * t, -1), self.lm_head.weight, targets, ignore_index=-100
             )
-            out.loss = out.lm_loss
-            if pcl_total is not None and cfg.pcl_epsilon:
-                out.loss = out.lm_loss + cfg.pcl_epsilon * pcl_total
-        return out
+        else:
+            logits = self.lm_head(h)  # (B, T, V)
+            flat = logits.view(b * t, -1)  # (B*T, V), no copy
+            if flat.dtype not in (torch.float32, torch.float64):
+                flat = flat.float()  # half-precision logits: the loss in float32
+            lm_loss = F.cross_entropy(flat, targets, ignore_index=-100)
+        loss = lm_loss
+        if pcl_total is not None and cfg.pcl_epsilon:
+            loss = lm_loss + cfg.pcl_epsilon * pcl_total
+        return LMOutput(logits, loss, lm_loss, pcl_total, cache)
 
     # --------------------------------------------------------------- generation
     @torch.no_grad()
@@ -254,22 +282,25 @@ class ComplexFormerLM(nn.Module):
         gen = None
         if seed is not None:
             gen = torch.Generator(device=input_ids.device).manual_seed(seed)
-        ids = input_ids
-        finished = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+        b, t0 = input_ids.shape
+        ids = input_ids.new_empty(b, total)  # (B, T + max_new_tokens), filled as it goes
+        ids[:, :t0] = input_ids
+        end = t0
+        finished = torch.zeros(b, dtype=torch.bool, device=ids.device)
         cache = KVCache(cfg.n_layer) if use_cache else None
-        step_input = ids
         with eval_mode(self):
             for _ in range(max_new_tokens):
-                out = self(step_input if use_cache else ids, cache=cache)
+                step_input = ids[:, end - 1 : end] if use_cache and end > t0 else ids[:, :end]
+                out = self(step_input, cache=cache)
                 nxt = sample_next(out.logits[:, -1], temperature, top_k, top_p, gen)
                 if eos_token_id is not None:
                     nxt = torch.where(finished, torch.full_like(nxt, eos_token_id), nxt)
                     finished |= nxt == eos_token_id
-                ids = torch.cat((ids, nxt.unsqueeze(1)), dim=1)
-                step_input = nxt.unsqueeze(1)
+                ids[:, end] = nxt
+                end += 1
                 if eos_token_id is not None and bool(finished.all()):
                     break
-        return ids
+        return ids if end == total else ids[:, :end].clone()
 
     # ------------------------------------------------------------ persistence
     def save_pretrained(self, directory: str | os.PathLike) -> Path:

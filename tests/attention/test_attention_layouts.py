@@ -218,9 +218,10 @@ def test_join_pairs_stacks_other_dtypes():
 def test_t_chunks_cover_t_in_bounded_steps():
     import complexformer.attention.polar as polar_mod
 
-    n = polar_mod._CHUNK_ELEMS  # 2**18
-    big = torch.zeros(1).expand(2, 3, 1000, 64)  # 384 elements per row: 682 rows per chunk
-    assert polar_mod._t_chunks(big) == [(0, 682), (682, 1000)]
+    n = polar_mod._CHUNK_ELEMS  # 2**20
+    rows = n // 384  # 384 elements per row
+    big = torch.zeros(1).expand(2, 3, rows + 100, 64)
+    assert polar_mod._t_chunks(big) == [(0, rows), (rows, rows + 100)]
     wide = torch.zeros(1).expand(1, 1, 3, 2 * n)  # a row above the budget: one row per chunk
     assert polar_mod._t_chunks(wide) == [(0, 1), (1, 2), (2, 3)]
     assert polar_mod._t_chunks(torch.zeros(1, 5, 8)) == [(0, 5)]

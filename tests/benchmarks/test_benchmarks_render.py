@@ -81,8 +81,8 @@ def test_attention_rows_and_targets():
         in lines
     )
     assert "| 1024 | compiled | reference | skipped | - | - | - | - | - | - |" in lines
-    assert "- **PASS** cmha/rope time, eager, T=1024: 1.20 (target <= 1.25)" in lines
-    assert "- **FAIL** cmha/rope time, compiled, T=1024: 1.30 (target <= 1.1)" in lines
+    assert "- **FAIL** cmha/rope time, eager, T=1024: 1.20 (target <= 1.08)" in lines
+    assert "- **FAIL** cmha/rope time, compiled, T=1024: 1.30 (target <= 1.05)" in lines
     assert (
         "- **N/A** cmha/rope peak memory, eager, T=4096: target <= 1.2; not measured in "
         "this run" in lines
@@ -149,7 +149,8 @@ def test_train_rows_and_targets():
 def test_targets_boundaries_and_errors():
     payload = {"benchmark": "train", "ratios": {"train_cmha_rope/eager": 0.9}}
     verdicts = evaluate(payload)
-    assert [v.passed for v in verdicts] == [True, None]  # 0.9 >= 0.9; generation not measured
+    # 0.9 >= 0.9; generation, the minimal-model comparisons and the loss memory not measured
+    assert [v.passed for v in verdicts] == [True, None, None, None, None, None]
     assert verdicts[1].note == "not measured in this run"
     assert evaluate({"benchmark": "no-such", "ratios": {}}) == []
     with pytest.raises(ValueError, match="comparison '<'"):

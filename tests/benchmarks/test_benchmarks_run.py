@@ -86,3 +86,30 @@ def test_retrofit_writes_a_record_on_a_tiny_base(tmp_path):
     assert payload["records"][3]["trainable"] == 2 * (2 * 8 + 4 * 8)  # δ per KV head, b per head
     md = render_section(payload, "retrofit.json")
     assert "forward time converted / original, T=512" in md
+
+
+def test_train_writes_a_record_with_the_minimal_model(tmp_path):
+    from benchmarks import train
+
+    out = tmp_path / "train.json"
+    argv = ["--preset", "micro", "--vocab", "64", "--seq-len", "16", "--batch", "2",
+            "--new-tokens", "8", "--repeats", "2", "--ref-repeats", "2", "--warmup", "0",
+            "--threads", "1", "--profile", "--memory", "--memory-preset", "micro",
+            "--memory-batch", "2", "--memory-seq-len", "16", "--out-json", str(out)]  # fmt: skip
+    with cpu_settings():
+        assert train.main(argv) == 0
+    payload = json.loads(out.read_text())
+    ratios = payload["ratios"]
+    for key in ("step_vs_minimal/rope", "step_vs_minimal/cmha", "generate_vs_minimal",
+                "loss_memory/chunked_vs_sliced", "loss_memory/plain_vs_sliced"):  # fmt: skip
+        assert ratios[key] > 0, key
+    recs = payload["records"]
+    ref = {r["model"]: r for r in recs if r["kind"] == "vs_reference"}
+    assert ref["rope"]["parameters"] == ref["minimal"]["parameters"]
+    # the same weights: the same initial loss and the same greedy tokens
+    assert math.isclose(ref["rope"]["initial_loss"], ref["minimal"]["initial_loss"], rel_tol=1e-5)
+    assert all(r["same_tokens"] for r in recs if r["kind"] == "generate_vs_reference")
+    mem = {r["loss"]: r for r in recs if r["kind"] == "loss_memory"}
+    assert math.isclose(mem["chunked"]["value"], mem["sliced_logits"]["value"], rel_tol=1e-5)
+    md = render_section(payload, "train.json")
+    assert "| ours, rope | B=2, T=16 |" in md and "| `aten::" in md

@@ -139,7 +139,10 @@ def former_forward(model: ComplexFormerLM, ids: torch.Tensor, labels: torch.Tens
             lk = pcl_loss(phases[1], w[1], cfg.pcl_tau, cfg.pcl_dropout, training=True)
             pcl_total = lq + lk if pcl_total is None else pcl_total + lq + lk
     logits = model.lm_head(model.ln_f(x))
-    loss = F.cross_entropy(logits[:, :-1].reshape(-1, V).float(), labels[:, 1:].reshape(-1))
+    # the loss as the model takes it: labels shifted, the last position ignored (the sliced
+    # logits of earlier versions give the same value up to float rounding of the mean)
+    targets = F.pad(labels[:, 1:], (0, 1), value=-100)
+    loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
     if pcl_total is not None:
         loss = loss + cfg.pcl_epsilon * pcl_total
     return loss, logits

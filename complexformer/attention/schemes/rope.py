@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ..polar import polar_rotate
-from ..rotary import apply_rope, rope_frequencies
+from ..rotary import phase_dtype, rope_frequencies, rope_tables, rotate_with_tables
 from .base import PAIRS, PositionalScheme
 
 __all__ = ["RotaryScheme"]
@@ -52,9 +52,42 @@ class RotaryScheme(PositionalScheme):
         """
         return offset
 
+    def tables(self, attn: nn.Module, offset: int, t: int, x: Tensor) -> tuple[Tensor, Tensor]:
+        """cos and sin (T, D) of positions ``offset .. offset + t - 1`` (:func:`rope_tables`).
+
+        Computed once per layer for q and k. With integer positions (the default
+        :meth:`positions`) they are views of a table kept on the layer (not a buffer: never
+        saved), grown on demand and rebuilt when ``omega`` (moved with the layer) or the dtype
+        change,
+        so training steps and decoding steps compute no angles (as a minimal model's
+        precomputed tables); under ``torch.compile`` they are computed in the graph.
+        """
+        pos = self.positions(attn, offset, t)
+        pdt, omega = phase_dtype(x), attn.omega
+        if not isinstance(pos, int) or torch.compiler.is_compiling():
+            return rope_tables(pos, t, omega, x.device, pdt, PAIRS)
+        cached = attn.__dict__.get("_rope_table")  # (omega, its version, dtype, cos, sin)
+        if (
+            cached is None
+            or cached[0] is not omega  # moved or replaced with the layer
+            or cached[1] != omega._version
+            or cached[2] is not pdt
+            or cached[3].shape[0] < pos + t
+        ):
+            n = max(pos + t, 2 * cached[3].shape[0] if cached is not None else 0)
+            cos, sin = rope_tables(0, n, omega, omega.device, pdt, PAIRS)  # (n, D) each
+            cached = (omega, omega._version, pdt, cos, sin)
+            attn.__dict__["_rope_table"] = cached
+        last = attn.__dict__.get("_rope_slice")  # the views of the previous call
+        if last is not None and last[0] is cached and last[1] == pos and last[2] == t:
+            return last[3], last[4]
+        cos, sin = cached[3][pos : pos + t], cached[4][pos : pos + t]  # (T, D) each
+        attn.__dict__["_rope_slice"] = (cached, pos, t, cos, sin)
+        return cos, sin
+
     def rotate(self, attn: nn.Module, q: Tensor, k: Tensor, offset: int) -> tuple[Tensor, Tensor]:
-        pos = self.positions(attn, offset, q.shape[-2])
-        return apply_rope(q, pos, attn.omega, PAIRS), apply_rope(k, pos, attn.omega, PAIRS)
+        cos, sin = self.tables(attn, offset, q.shape[-2], q)  # (T, D) each
+        return rotate_with_tables(q, cos, sin, PAIRS), rotate_with_tables(k, cos, sin, PAIRS)
 
     def score_variants(self, attn: nn.Module, q: Tensor, k: Tensor) -> dict[str, Tensor | None]:
         """S = rope(q)·rope(k)/√D; S_pos: the pairs' moduli rotated by position (δ = 0 of
