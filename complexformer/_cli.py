@@ -37,6 +37,7 @@ __all__ = [
     "float_list",
     "int_list",
     "rewrite_deprecated_command",
+    "route_overrides",
 ]
 
 #: The one meaning of each flag; a flag outside this table, or two flags with one meaning,
@@ -405,21 +406,55 @@ def build_configs(
     for n, keys in names.items():
         out[n].update({k: v for k, v in given.items() if k in keys})
         out[n].update((extra or {}).get(n, {}))
-    for key, value in parse_overrides(getattr(args, "set", []) or []).items():
+    routed = route_overrides(
+        getattr(args, "set", []) or [], names, "config name in --set", "config key"
+    )
+    for n, values in routed.items():
+        out[n].update(values)
+    return out
+
+
+def route_overrides(
+    items: Iterable[str],
+    names: dict[str, set[str]],
+    scope_what: str,
+    key_what: str,
+    *,
+    shared: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Route ``--set KEY=VALUE`` strings to the configs that have field ``KEY``.
+
+    ``NAME.KEY=VALUE`` goes to config ``NAME`` only. An unscoped key held by several configs
+    is refused with the scoped spellings, or with ``shared=True`` set in each of them (the
+    evaluation suites, which share fields such as ``seed``).
+
+    Args:
+        items: the ``KEY=VALUE`` strings.
+        names: config name -> its field names.
+        scope_what: what a scope is, for the error on an unknown one.
+        key_what: what a key is, for the error on an unknown one.
+        shared: set a key held by several configs in each of them.
+
+    Returns:
+        config name -> {field: value}.
+
+    Raises:
+        ValueError: an unknown scope or key (the closest valid names are named), or an
+            ambiguous key without ``shared``.
+    """
+    out: dict[str, dict[str, Any]] = {n: {} for n in names}
+    for key, value in parse_overrides(list(items)).items():
         scope, _, field = key.rpartition(".")
-        if scope:
-            if scope not in names:
-                raise unknown_key_error(scope, sorted(names), "config name in --set")
-            owners = [scope] if field in names[scope] else []
-        else:
-            owners = [n for n, keys in names.items() if key in keys]
+        if scope and scope not in names:
+            raise unknown_key_error(scope, sorted(names), scope_what)
+        owners = [n for n in ([scope] if scope else names) if field in names[n]]
         if not owners:
-            valid = sorted(set().union(*names.values()))
-            raise unknown_key_error(field, valid, "config key")
-        if len(owners) > 1:
+            raise unknown_key_error(field, sorted(set().union(*names.values())), key_what)
+        if len(owners) > 1 and not shared:
             raise ValueError(
                 f"--set {key}: the field is in {' and '.join(owners)}; write "
                 + " or ".join(f"--set {o}.{key}=..." for o in owners)
             )
-        out[owners[0]][field] = value
+        for n in owners:
+            out[n][field] = value
     return out

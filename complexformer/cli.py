@@ -46,19 +46,6 @@ true/false, null), else as a string.
 """
 
 
-def _print_sample(artifact, prompt: str, args: argparse.Namespace, seed: int | None) -> None:
-    print(
-        artifact.complete(
-            prompt,
-            args.sample_tokens,
-            args.temperature,
-            args.top_p,
-            0,
-            seed,
-        )
-    )
-
-
 # ---------------------------------------------------------------------- subcommands
 def cmd_train(args: argparse.Namespace) -> int:
     from .artifacts import load_artifact
@@ -92,7 +79,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.sample_tokens > 0:
         prompt = args.prompt if args.prompt is not None else default_prompt
         print(f"\nsample (temperature {args.temperature}, top_p {args.top_p}):")
-        _print_sample(load_artifact(args.out_dir), prompt, args, args.seed or 0)
+        run = load_artifact(args.out_dir)
+        print(
+            run.complete(
+                prompt, args.sample_tokens, args.temperature, args.top_p, 0, args.seed or 0
+            )
+        )
     val = summary.get("val_ppl")
     print(f"\nvalidation perplexity: {val:.2f}" if val is not None else "")
     print(f"run directory: {Path(summary.get('run_dir', args.out_dir)).resolve()}")

@@ -8,7 +8,8 @@ from pathlib import Path
 from .._manifest import MANIFEST
 from ..cmplxbert.loading import CMPLXBERT_FILE, is_cmplxbert_dir
 from ..hf.export import is_export_dir
-from ..models.lm import CONFIG_NAME, WEIGHTS_NAME
+from ..lm.run import is_model_dir
+from ..models.lm import CONFIG_NAME
 from ..retrofit.io import ADAPTATION_CONFIG, find_adaptation_dir
 from ..training.checkpoint import CHECKPOINTS_DIR, STATE
 
@@ -43,7 +44,7 @@ def detect_kind(path: str | os.PathLike) -> str:
         return "retrofit"
     if is_cmplxbert_dir(p) or is_cmplxbert_dir(p / "model"):
         return "cmplxbert"
-    if (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file():
+    if is_model_dir(p):
         return "lm-model"
     if p.parent.name == CHECKPOINTS_DIR and any((p / f).is_file() for f in (MANIFEST, STATE)):
         # without its manifest still a checkpoint (by state.json): loading it names the loss

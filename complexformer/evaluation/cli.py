@@ -16,8 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._cli import add_model, add_threads, add_verify
-from .._config import parse_overrides, unknown_key_error
+from .._cli import add_model, add_threads, add_verify, route_overrides
 
 __all__ = [
     "LM_EVAL_TASKS_DIR",
@@ -109,19 +108,14 @@ def _check_artifact(suite: Any, artifact: Any) -> None:
 def suite_overrides(args: argparse.Namespace, classes: list[Any]) -> dict[str, dict[str, Any]]:
     """``--set`` per suite: ``KEY=VALUE`` sets the field in every chosen suite whose config
     has it, ``SUITE.KEY=VALUE`` in that suite only; a key no chosen suite has is refused."""
-    out: dict[str, dict[str, Any]] = {c.name: {} for c in classes}
     fields = {c.name: set(c.config_class.field_names()) for c in classes}
-    for key, value in parse_overrides(getattr(args, "set", None) or []).items():
-        scope, _, name = key.rpartition(".")
-        if scope and scope not in fields:
-            raise unknown_key_error(scope, sorted(fields), "suite in --set (not chosen by --suite)")
-        owners = [n for n in ([scope] if scope else fields) if name in fields[n]]
-        if not owners:
-            valid = sorted(set().union(*fields.values()))
-            raise unknown_key_error(name, valid, f"field of the {'/'.join(fields)} config")
-        for n in owners:
-            out[n][name] = value
-    return out
+    return route_overrides(
+        getattr(args, "set", None) or [],
+        fields,
+        "suite in --set (not chosen by --suite)",
+        f"field of the {'/'.join(fields)} config",
+        shared=True,
+    )
 
 
 def _run_suite(

@@ -42,7 +42,7 @@ from ..training.checkpoint import (
 from ..training.config import TrainConfig
 from .checkpoint import checkpoint_config, model_from_checkpoint
 
-__all__ = ["LoadedRun", "find_run_dir", "load_run"]
+__all__ = ["LoadedRun", "find_run_dir", "is_model_dir", "load_run"]
 
 
 @dataclass
@@ -84,7 +84,8 @@ class LoadedRun:
         }
 
 
-def _is_model_dir(p: Path) -> bool:
+def is_model_dir(p: Path) -> bool:
+    """Whether ``p`` holds a saved ComplexFormer model (``config.json`` + ``model.safetensors``)."""
     return (p / CONFIG_NAME).is_file() and (p / WEIGHTS_NAME).is_file()
 
 
@@ -101,7 +102,7 @@ def find_run_dir(path: str | os.PathLike) -> Path | None:
     p = Path(path)
     if p.parent.name == CHECKPOINTS_DIR:
         return p.parent.parent
-    if _is_model_dir(p):
+    if is_model_dir(p):
         return p.parent if (p.parent / "train_config.json").is_file() else None
     if _is_run_dir(p) or (p / "train_config.json").is_file():
         return p
@@ -171,12 +172,12 @@ def load_run(
         raise FileNotFoundError(f"{p} is not a directory (expected a run, checkpoint or model)")
 
     run_dir = find_run_dir(p)
-    if _is_model_dir(p):
+    if is_model_dir(p):
         kind, source = "model", p
     elif _is_checkpoint_dir(p):
         kind, source = "checkpoint", p
     elif run_dir == p:
-        if _is_model_dir(p / "model"):
+        if is_model_dir(p / "model"):
             kind, source = "model", p / "model"
         else:
             if verify:
