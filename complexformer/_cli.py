@@ -31,6 +31,7 @@ __all__ = [
     "add_run_dir",
     "add_seeds",
     "add_set",
+    "add_shard",
     "add_threads",
     "add_verify",
     "build_configs",
@@ -100,6 +101,8 @@ VOCABULARY: dict[str, str] = {
     "--threads": "CPU threads for torch",
     "--bf16": "bf16 compute (autocast; phases stay float32)",
     "--compile": "torch.compile the model",
+    "--shard": "under torchrun, shard parameters, gradients and optimizer state over the ranks "
+    "(FSDP2) instead of replicating them (DDP)",
     "--tensorboard": "also log to TensorBoard",
     "--dry-run": "print the plan and stop",
     # sampling
@@ -333,6 +336,20 @@ def add_device(p: argparse.ArgumentParser, default: str | None = "auto") -> None
         default=default,
         choices=("auto", "cpu", "cuda"),
         help="auto (CUDA when available), cpu or cuda (default auto)",
+    )
+
+
+def add_shard(p: argparse.ArgumentParser) -> None:
+    """``--shard``: FSDP2 instead of DDP under torchrun (fills ``TrainConfig.shard``)."""
+    p.add_argument(
+        "--shard",
+        action="store_true",
+        default=None,
+        help="under torchrun, shard the parameters, gradients and optimizer state over the "
+        "ranks with PyTorch's FSDP2 (fully_shard per transformer block) instead of "
+        "replicating them with DDP; same losses, same checkpoints (they resume on any number "
+        "of ranks); with --bf16, parameters are gathered in bf16 and gradients reduced in "
+        "fp32. A single process trains unsharded",
     )
 
 

@@ -20,6 +20,7 @@ from ._cli import (
     add_model,
     add_run_dir,
     add_set,
+    add_shard,
     add_threads,
     add_verify,
     build_configs,
@@ -228,6 +229,7 @@ def _add_train_parser(sub, fmt) -> None:
     add_threads(t, dest="num_threads")
     t.add_argument("--bf16", action="store_true", help="bf16 autocast (phases stay fp32)")
     t.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
+    add_shard(t)
     t.add_argument(
         "--tensorboard",
         action="store_true",

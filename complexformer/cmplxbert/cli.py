@@ -16,6 +16,7 @@ from .._cli import (
     add_run_dir,
     add_seeds,
     add_set,
+    add_shard,
     add_threads,
     add_verify,
     build_configs,
@@ -394,6 +395,7 @@ def _add_complexify(sub, fmt) -> None:
     add_device(c, default=None)
     add_threads(c, dest="num_threads")
     c.add_argument("--bf16", action="store_true", default=None, help="bf16 autocast")
+    add_shard(c)
     add_run_dir(c)
     add_set(c, (ComplexLoRAConfig, CmplxBertConfig, TrainConfig))
     c.set_defaults(func=cmd_complexify)
@@ -491,6 +493,7 @@ def _add_finetune(sub, fmt) -> None:
     )
     add_device(f, default=None)
     add_threads(f, dest="num_threads")
+    add_shard(f)
     f.add_argument("--json", action="store_true", help="also print the summary as JSON")
     add_set(f, (FinetuneConfig, ComplexLoRAConfig, CmplxBertConfig))
     f.set_defaults(func=cmd_finetune)

@@ -59,7 +59,7 @@ DEFAULT_MODELS = ("cmplxbert", "real", "real-lora")
 #: Updates over which the summary reports the adapter growth (the largest probe value).
 GROWTH_WINDOW = 100
 #: settings that do not change a single run (left out of its config.json).
-_NOT_RUN_SETTINGS = ("models", "seeds", "num_threads", "device")
+_NOT_RUN_SETTINGS = ("models", "seeds", "num_threads", "device", "shard")
 #: linear layers that get real LoRA adapters (the encoder's, as the complex adapters).
 REAL_LORA_TARGETS = (
     r".*(query|key|value|attention\.output\.dense|intermediate\.dense|"
@@ -111,6 +111,8 @@ class FinetuneConfig(ConfigBase):
         pair_field: the second text's column, for pairs.
         num_threads: torch CPU threads (None: torch's default).
         device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+        shard: under torchrun, shard each run's model over the ranks (FSDP2) instead of DDP
+            (``TrainConfig.shard``).
     """
 
     task: str = "docstrings"
@@ -135,6 +137,7 @@ class FinetuneConfig(ConfigBase):
     pair_field: str = "text_pair"
     num_threads: int | None = None
     device: str = "auto"
+    shard: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -314,6 +317,7 @@ def _train_config(cfg: FinetuneConfig, seed: int, steps: int, per_epoch: int, ou
         seed=seed,
         device=cfg.device,
         num_threads=cfg.num_threads,
+        shard=cfg.shard,
     )
 
 

@@ -166,6 +166,8 @@ class FinetuneTask(TrainTask):
                 f"task's {self.batch_size}"
             )
         self.rank = dist.rank
+        # a sharded model runs a forward only with every rank: the probe runs everywhere
+        self.probe_ranks = dist.world_size if tc.shard else 1
         self.per_rank = tc.batch_size // dist.world_size
         self.micro = self.per_rank // tc.grad_accum
         # the loop's block sampler needs a token array; the examples come from batch_rows
@@ -260,8 +262,14 @@ class FinetuneTask(TrainTask):
         x, m, y, tt = self._collate("train", self.batch_rows(step, micro))
         device = batch.device
         done, self.last_step = step - 1, step  # updates made before this one
-        if micro == 0 and self.rank == 0 and ((done & (done - 1)) == 0 or done % 50 == 0):
-            self.growth.append(self.probe(model, done, device))
+        if (
+            micro == 0
+            and self.rank < self.probe_ranks
+            and ((done & (done - 1)) == 0 or done % 50 == 0)
+        ):
+            growth = self.probe(model, done, device)
+            if self.rank == 0:
+                self.growth.append(growth)
         out = model(**_inputs(x, m, tt, device), labels=y.to(device))
         return StepLoss(out.loss, out.loss)
 

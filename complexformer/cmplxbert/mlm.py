@@ -108,7 +108,10 @@ class MLMTask(TrainTask):
 
     Training sequences are ``[CLS] + block + [SEP]`` for blocks of ``max_len - 2`` consecutive
     tokens of the packed corpus (documents separated by ``[SEP]``), masked by
-    :func:`mask_tokens` with a generator seeded by (seed, step, rank, micro-batch).
+    :func:`mask_tokens` with a generator seeded by (seed, step, rank, micro-batch); in a
+    sharded run (``TrainConfig.shard``) the masks are drawn for the whole global micro-batch
+    with the generator of rank 0 and each rank keeps its rows, so with ``grad_accum=1`` they
+    are the single process's masks whatever the number of ranks.
     Validation masks each rank's blocks with a generator seeded by (seed, rank), so every
     evaluation of a run scores the same masked positions; the reported ``ppl`` is
     ``exp(mean NLL of the masked tokens)``.
@@ -153,12 +156,14 @@ class MLMTask(TrainTask):
         self.tokenizer: Tokenizer | None = None
         self.seed = 0
         self.rank = 0
+        self.mask_world = 1
 
     # -- data ------------------------------------------------------------------------------
     def prepare(self, tc, out, resume, dist, log) -> None:
         main = dist.is_main
         mlog = log if main else None
         self.seed, self.rank = tc.seed, dist.rank
+        self.mask_world = dist.world_size if tc.shard else 1
 
         def load():
             corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
@@ -246,7 +251,15 @@ class MLMTask(TrainTask):
     # -- loss and evaluation ---------------------------------------------------------------
     def step_loss(self, model, batch, step, micro) -> StepLoss:
         ids = self._wrap(batch)
-        ids, labels = self._mask(ids, masking_generator(self.seed, step, self.rank, micro))
+        if self.mask_world > 1:  # draw the global micro-batch's masks, keep this rank's rows
+            n = ids.shape[0]
+            full = ids.new_zeros((n * self.mask_world, ids.shape[1]))
+            rows = slice(self.rank * n, (self.rank + 1) * n)
+            full[rows] = ids
+            full, labels = self._mask(full, masking_generator(self.seed, step, 0, micro))
+            ids, labels = full[rows], labels[rows]
+        else:
+            ids, labels = self._mask(ids, masking_generator(self.seed, step, self.rank, micro))
         device = batch.device
         out = model(ids.to(device), labels=labels.to(device), return_logits=False)
         return StepLoss(out.loss, out.loss)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from .._cli import add_seeds, add_set, add_threads, build_configs
+from .._cli import add_seeds, add_set, add_shard, add_threads, build_configs
 from .variants import get_scale
 
 __all__ = ["add_reproduce_parser", "cmd_reproduce"]
@@ -58,6 +58,8 @@ def _command(args: argparse.Namespace, out: str) -> str:
         parts += ["--device", args.device]
     if args.bf16:
         parts.append("--bf16")
+    if args.shard:
+        parts.append("--shard")
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -96,6 +98,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         threads=args.threads,
         device=args.device,
         bf16=args.bf16,
+        shard=bool(args.shard),
         train_only=args.train_only,
         only=tuple(args.only),
         command=_command(args, out),
@@ -159,6 +162,7 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         help="device for training and evaluation (default auto: CUDA if available)",
     )
     r.add_argument("--bf16", action="store_true", help="train under bf16 autocast")
+    add_shard(r)
     r.add_argument(
         "--max-steps",
         type=int,

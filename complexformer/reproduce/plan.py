@@ -36,6 +36,7 @@ _TRAIN_IGNORED = (
     "device",
     "tensorboard",
     "compile",
+    "shard",
     "keep_last",
     "log_every",
     "save_every",
@@ -63,6 +64,7 @@ class ReproduceConfig(ConfigBase):
         threads: torch CPU threads for training and evaluation (None: torch's default).
         device: ``auto``, ``cpu`` or ``cuda``.
         bf16: train under bfloat16 autocast.
+        shard: under torchrun, shard each run over the ranks (FSDP2; ``TrainConfig.shard``).
         train_only: train, do not evaluate or tabulate (automatic under torchrun).
         only: restrict training and evaluation to these runs: ``"VARIANT"`` (all its seeds)
             or ``"VARIANT/seedK"``; the tables still include the other runs' saved results.
@@ -84,6 +86,7 @@ class ReproduceConfig(ConfigBase):
     threads: int | None = None
     device: str = "auto"
     bf16: bool = False
+    shard: bool = False
     train_only: bool = False
     only: tuple[str, ...] = ()
     command: str | None = None
@@ -232,6 +235,8 @@ def plan_runs(config: ReproduceConfig) -> list[PlannedRun]:
             )
             if config.bf16:
                 tc = tc.replace(bf16=True)
+            if config.shard:
+                tc = tc.replace(shard=True)
             runs.append(PlannedRun(v, seed, d, scale.model_config(v), tc, config.selected(v, seed)))
     return runs
 
@@ -268,6 +273,8 @@ def plan_finetunes(config: ReproduceConfig) -> list[PlannedRun]:
                 )
                 if config.bf16:
                     tc = tc.replace(bf16=True)
+                if config.shard:
+                    tc = tc.replace(shard=True)
                 runs.append(
                     PlannedRun(
                         v, seed, d, scale.model_config(v), tc, config.selected(v, seed), task

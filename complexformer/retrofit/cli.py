@@ -12,6 +12,7 @@ from .._cli import (
     add_device,
     add_run_dir,
     add_set,
+    add_shard,
     add_threads,
     build_configs,
 )
@@ -120,6 +121,7 @@ def add_retrofit_parser(sub) -> argparse.ArgumentParser:
         default=None,
         help="bf16 compute: autocast and the base weights in bfloat16 (δ and b stay float32)",
     )
+    add_shard(r)
     add_run_dir(r)
     add_set(r, (RetrofitConfig, TrainConfig))
     r.set_defaults(func=cmd_retrofit)

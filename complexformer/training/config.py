@@ -58,6 +58,11 @@ class TrainConfig(ConfigBase):
         seed: seed of model initialisation, data sampling and dropout.
         bf16: run forward passes under ``torch.autocast(dtype=torch.bfloat16)``.
         compile: wrap the model in ``torch.compile``.
+        shard: under torchrun, shard the parameters, gradients and optimizer state over the
+            ranks with PyTorch's FSDP2 (``fully_shard`` on each transformer block, then the
+            root; see :mod:`complexformer.training.shard`) instead of replicating them with
+            DDP. The losses are those of DDP; checkpoints are the same files. On a single
+            process there is nothing to shard over and the run is unsharded (with a note).
         tensorboard: also log to TensorBoard (``<out_dir>/tensorboard``; needs the
             ``tensorboard`` extra).
         device: ``"auto"`` (CUDA if available, else CPU), ``"cpu"`` or ``"cuda"``.
@@ -92,6 +97,7 @@ class TrainConfig(ConfigBase):
     seed: int = 0
     bf16: bool = False
     compile: bool = False
+    shard: bool = False
     tensorboard: bool = False
     device: str = "auto"
     num_threads: int | None = None
@@ -139,6 +145,11 @@ class TrainConfig(ConfigBase):
             raise ValueError(f"grad_clip must be >= 0 (0 disables clipping), got {self.grad_clip}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
+        if self.shard and self.compile:
+            raise ValueError(
+                "shard=True with compile=True is not supported yet: torch.compile of a "
+                "sharded model is untested here; drop one of --shard and --compile"
+            )
         if self.batch_size % self.grad_accum:
             raise ValueError(
                 f"batch_size ({self.batch_size}) must be divisible by grad_accum "

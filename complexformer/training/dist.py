@@ -9,8 +9,9 @@ no-ops.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "barrier",
     "cleanup_distributed",
     "env_world",
+    "local_reductions",
     "rank0_first",
     "resolve_device",
     "run_on_rank0",
@@ -122,8 +124,30 @@ def cleanup_distributed(info: DistInfo) -> None:
         tdist.destroy_process_group()
 
 
+_LOCAL = [False]
+
+
 def _active() -> bool:
+    if _LOCAL[0]:
+        return False
     return tdist.is_available() and tdist.is_initialized() and tdist.get_world_size() > 1
+
+
+@contextlib.contextmanager
+def local_reductions() -> Iterator[None]:
+    """Make :func:`all_reduce_sum`, :func:`all_gather_objects` and :func:`barrier` act as in a
+    single process inside the block.
+
+    A sharded run evaluates on every rank as if it were the only one (each rank scores every
+    validation block, so that all ranks run the same forward passes, whose all-gathers FSDP
+    needs); the task's own reductions must then not sum the identical results over ranks.
+    """
+    previous = _LOCAL[0]
+    _LOCAL[0] = True
+    try:
+        yield
+    finally:
+        _LOCAL[0] = previous
 
 
 def barrier() -> None:

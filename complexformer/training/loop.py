@@ -1,5 +1,5 @@
 """The training loop: :func:`train_task` does a whole run of a task, on one process or under
-torchrun (DDP).
+torchrun (DDP, or FSDP2 sharding with ``TrainConfig.shard``).
 
 One call has the task prepare its data (on rank 0 first, then the other ranks load the
 caches) and build its model, trains with AdamW, gradient accumulation, gradient clipping and
@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.nn.utils import clip_grad_norm_
 from tqdm.auto import tqdm
 
 from .._atomic import atomic_write_text, remove_stale_temporaries
@@ -49,6 +50,7 @@ from .dist import (
     all_reduce_sum,
     barrier,
     cleanup_distributed,
+    local_reductions,
     run_on_rank0,
     setup_distributed,
 )
@@ -62,6 +64,14 @@ from .rundir import (
     clear_run,
     mark_run,
     run_lock,
+)
+from .shard import (
+    PlainTwin,
+    full_model_state,
+    full_optimizer_state,
+    shard_model,
+    shard_optimizer_state,
+    to_full_tensor,
 )
 from .task import TrainTask
 
@@ -313,13 +323,24 @@ class Trainer:
         self.model = model = task.build_model()
         if ckpt is not None:
             task.load_checkpoint_into(model, ckpt)
-        model.to(dist.device)
+        self.sharded = tc.shard and dist.distributed
+        self.twin: PlainTwin | None = None
+        if self.sharded:
+            self.twin = PlainTwin(model) if dist.is_main else None
+            shard_model(model, task.shard_units(model), dist.device, dist.world_size, tc.bf16)
+        else:
+            if tc.shard:
+                self.log("shard: a single process has nothing to shard over; training unsharded")
+            model.to(dist.device)
         self.optimizer = build_optimizer(model, tc, task.lr_scale)
         self.scheduler = build_scheduler(self.optimizer, tc)
         self.step = 0
         self.accum = _fresh_accum()
         if ckpt is not None:
-            self.optimizer.load_state_dict(ckpt.optimizer_state_dict())
+            optimizer_state = ckpt.optimizer_state_dict()
+            if self.sharded:
+                optimizer_state = shard_optimizer_state(self.optimizer, optimizer_state)
+            self.optimizer.load_state_dict(optimizer_state)
             self.scheduler.load_state_dict(ckpt.state["scheduler"])
             self.step = ckpt.step
             self.sampler.load_state_dict(ckpt.state["sampler"])
@@ -338,7 +359,8 @@ class Trainer:
         self.log(
             f"train: {tc.max_steps} steps x {tc.batch_size} sequences x {self.seq_tokens} "
             f"tokens ({dist.world_size} rank(s) x {tc.grad_accum} micro-batch(es) of "
-            f"{self.micro}), lr {tc.lr:g}, device {dist.device}, "
+            f"{self.micro}{', sharded' if self.sharded else ''}), lr {tc.lr:g}, "
+            f"device {dist.device}, "
             f"{len(task.train_tokens):,} train / {len(task.val_tokens):,} val tokens"
         )
         self.n_val_blocks = task.n_val_blocks(tc.eval_blocks)
@@ -366,7 +388,7 @@ class Trainer:
         self.train_model: nn.Module = self.model
         if tc.compile:
             self.train_model = torch.compile(self.model)
-        if dist.distributed:
+        if dist.distributed and not self.sharded:
             ids = [dist.device] if dist.device.type == "cuda" else None
             self.train_model = DDP(self.train_model, device_ids=ids)
         self.tokens_per_step = tc.batch_size * self.seq_tokens
@@ -401,7 +423,7 @@ class Trainer:
         for i, mb in enumerate(batch.split(self.micro)):
             mb = mb.to(device, non_blocking=True)
             last = i == tc.grad_accum - 1
-            no_sync = dist.distributed and not last
+            no_sync = dist.distributed and not self.sharded and not last
             with self.train_model.no_sync() if no_sync else contextlib.nullcontext():
                 with self._autocast():
                     out = self.task.step_loss(self.train_model, mb, self.step + 1, i)
@@ -410,7 +432,8 @@ class Trainer:
             for name, value in out.aux.items():
                 prev = aux_sums.get(name, 0.0)
                 aux_sums[name] = prev + value.detach().double() / tc.grad_accum
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip))
+        # with sharded (DTensor) gradients the norm is a DTensor of the global norm
+        grad_norm = float(to_full_tensor(clip_grad_norm_(self.model.parameters(), self.clip)))
         group = self.optimizer.param_groups[0]
         lr = group["lr"] / group.get("lr_scale", 1.0)  # the schedule's lr, not a group's
         self.optimizer.step()
@@ -474,6 +497,17 @@ class Trainer:
         """The task's validation metrics now (None when the split fills no block)."""
         if self.n_val_blocks == 0:
             return None
+        if self.sharded:  # every rank scores every block: the same forward passes everywhere
+            with local_reductions():
+                return self.task.evaluate(
+                    self.model,
+                    self.micro,
+                    self.dist.device,
+                    self.tc.bf16,
+                    0,
+                    1,
+                    self.tc.eval_blocks,
+                )
         return self.task.evaluate(
             self.model,
             self.micro,
@@ -525,17 +559,20 @@ class Trainer:
         t0 = time.perf_counter()
         self.sampler.step = step  # the data position: the next batch is batch(step)
         rng_states = all_gather_objects(capture_rng_state())
+        model, optimizer = self._plain_model(), self.optimizer
+        if self.sharded:  # gathered to rank 0, saved as an unsharded run saves them
+            optimizer = _FullOptimizerState(full_optimizer_state(self.model, self.optimizer))
         if self.dist.is_main:
             save_checkpoint(
                 self.ckpt_root,
                 step,
-                model=self.model,
-                optimizer=self.optimizer,
+                model=model,
+                optimizer=optimizer,
                 scheduler=self.scheduler,
                 model_config=self.cfg_dict,
                 train_config=tc,
                 rng=rng_states,
-                model_tensors=self.task.checkpoint_tensors(self.model),
+                model_tensors=self.task.checkpoint_tensors(model),
                 extra={
                     "sampler": self.sampler.state_dict(),
                     "accum": self.accum,
@@ -545,6 +582,15 @@ class Trainer:
             prune_checkpoints(self.ckpt_root, tc.keep_last)
         barrier()
         self._overhead += time.perf_counter() - t0
+
+    def _plain_model(self) -> nn.Module:
+        """The model as an unsharded module on rank 0 (for saves): the model itself, or for a
+        sharded run its twin filled with the gathered parameters (every rank must call it;
+        the other ranks get the sharded model back)."""
+        if not self.sharded:
+            return self.model
+        state = full_model_state(self.model)
+        return self.twin.fill(state) if self.twin is not None else self.model
 
     def finish(self) -> dict[str, Any]:
         """Final evaluation, final model, ``summary.json`` and the loss plot."""
@@ -567,8 +613,9 @@ class Trainer:
         if is_regular_file(start):
             first = json.loads(read_text(start))
             summary["start_val_loss"], summary["start_val_ppl"] = first["loss"], first["ppl"]
+        model = self._plain_model()
         if self.dist.is_main:
-            self.task.save_final(self.model, out / "model")
+            self.task.save_final(model, out / "model")
             atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
             plot_loss_curves(out / METRICS_FILE, out / "loss.png", title=str(out.name), log=log)
             if final is not None:
@@ -581,6 +628,17 @@ class Trainer:
                 log(f"done: {step} steps; model saved to {out / 'model'}")
         barrier()
         return summary
+
+
+class _FullOptimizerState:
+    """A gathered optimizer state in the place of the optimizer: what ``save_checkpoint``
+    reads of an optimizer is its ``state_dict()``."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.state
 
 
 def _fresh_accum() -> dict[str, Any]:

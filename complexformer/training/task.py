@@ -1,7 +1,7 @@
 """What the training loop trains: a :class:`TrainTask` supplies the data, the model, the loss,
 the validation metric and the final save; :func:`~complexformer.training.train_task` supplies
-everything else (optimizer, schedule, accumulation, clipping, DDP, checkpoints, exact resume,
-metrics, progress).
+everything else (optimizer, schedule, accumulation, clipping, DDP or sharding, checkpoints,
+exact resume, metrics, progress).
 
 The tasks live with their models: :class:`complexformer.lm.LMTask` is the ComplexFormer
 language model (next-token loss plus PCL), :class:`complexformer.cmplxbert.mlm.MLMTask` is
@@ -24,6 +24,7 @@ from ..data import EvalBlocks
 from .config import TrainConfig
 from .dist import DistInfo
 from .evaluate import evaluate_perplexity
+from .shard import transformer_blocks
 
 __all__ = ["StepLoss", "TrainTask"]
 
@@ -150,6 +151,12 @@ class TrainTask:
         only, and rebuilds the rest in :meth:`build_model`.
         """
         return None
+
+    def shard_units(self, model: nn.Module) -> list[nn.Module]:
+        """The modules that ``TrainConfig.shard`` wraps with ``fully_shard`` before the root:
+        by default the model's transformer blocks
+        (:func:`~complexformer.training.shard.transformer_blocks`)."""
+        return transformer_blocks(model)
 
     def load_checkpoint_into(self, model: nn.Module, ckpt: Any) -> None:
         """Load a checkpoint's model tensors into the model :meth:`build_model` made."""

@@ -1,0 +1,126 @@
+"""``--shard`` (FSDP2) under two gloo processes: the first 20 losses equal the single-process
+run's with the same global batch (the LM with cmha and with rope), gradient clipping uses the
+global norm, and a checkpoint written by two sharded ranks resumes on one process and on two
+sharded ranks with the losses of the uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+import torch.distributed as tdist
+
+from complexformer.lm import load_run, train
+from complexformer.models import GPTConfig
+from complexformer.training import TrainConfig
+from tests.training.test_training_ddp import launch, step_losses, train_command
+from tests.training.training_testlib import REFERENCE_MODEL, REFERENCE_TRAIN
+
+pytestmark = pytest.mark.skipif(
+    not tdist.is_available() or not tdist.is_gloo_available(), reason="needs gloo"
+)
+
+STEPS = 20
+#: 2 layers, so that there are two shard units below the root; clipping at 0.5 is active in
+#: most steps (the norms are above it), so a per-rank norm would change the losses.
+MODEL = {**REFERENCE_MODEL, "n_layer": 2}
+TRAIN = {
+    **REFERENCE_TRAIN,
+    "max_steps": STEPS,
+    "eval_every": 10,
+    "save_every": 10,
+    "grad_clip": 0.5,
+}
+
+
+def losses(run_dir, key="train_loss", steps=STEPS) -> torch.Tensor:
+    rows = step_losses(run_dir)
+    assert sorted(rows) == list(range(1, steps + 1))
+    return torch.tensor([rows[s][key] for s in range(1, steps + 1)], dtype=torch.float64)
+
+
+def one_process(model: dict, out, corpus_spec):
+    tc = TrainConfig(out_dir=str(out), data=corpus_spec, **TRAIN)
+    return train(GPTConfig(**model), tc, log=None)
+
+
+@pytest.mark.parametrize("scheme", ["cmha", "rope"])
+def test_sharded_lm_matches_one_process(scheme, corpus_spec, tmp_path):
+    model = {**MODEL, "pos_scheme": scheme}
+    ref = tmp_path / "one"
+    ref_summary = one_process(model, ref, corpus_spec)
+    out = tmp_path / "shard"
+    cmd = train_command(model, TRAIN, out, corpus_spec) + ["--shard"]
+    outputs = launch(2, cmd)
+    assert "sharded" in outputs[0] and f"done: {STEPS} steps" in outputs[0]
+
+    for key in ("train_loss", "grad_norm", "lr"):
+        torch.testing.assert_close(losses(out, key), losses(ref, key), rtol=1e-5, atol=0, msg=key)
+    assert (losses(ref, "grad_norm") > TRAIN["grad_clip"]).sum() >= STEPS // 2  # clipping bites
+    want = json.loads((ref / "summary.json").read_text())
+    got = json.loads((out / "summary.json").read_text())
+    assert got["val_loss"] == pytest.approx(ref_summary["val_loss"], rel=1e-5)
+    assert got["val_loss"] == pytest.approx(want["val_loss"], rel=1e-5)
+
+    # the final model is the usual single-file safetensors + manifest, equal to the reference
+    # (atol 1e-5: the key biases get no gradient but rounding noise, which AdamW normalises
+    # into steps of lr whose sign depends on the summation order; measured 4e-6)
+    run, ref_run = load_run(out), load_run(ref)
+    got_sd, want_sd = run.model.state_dict(), ref_run.model.state_dict()
+    assert sorted(got_sd) == sorted(want_sd)
+    for name in want_sd:
+        torch.testing.assert_close(
+            got_sd[name], want_sd[name], rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}"
+        )
+
+
+def test_sharded_checkpoint_resumes_on_one_and_on_two_ranks(corpus_spec, tmp_path):
+    ref = tmp_path / "one"
+    one_process(MODEL, ref, corpus_spec)
+    want = losses(ref)
+    out = tmp_path / "shard"
+    cmd = train_command(MODEL, TRAIN, out, corpus_spec) + ["--shard"]
+    launch(2, cmd)
+    state = json.loads((out / "checkpoints" / "step_0000010" / "state.json").read_text())
+    assert state["world_size"] == 2 and state["train_config"]["shard"] is True
+    assert state["optimizer"]["param_groups"][0]["params"][0] == 0  # indexed, as unsharded
+
+    # two ranks wrote step 10: resume it sharded on two ranks ...
+    two = tmp_path / "two"
+    shutil.copytree(out, two)
+    shutil.rmtree(two / "checkpoints" / "step_0000020")
+    shutil.rmtree(two / "model")
+    launch(
+        2, cmd[: cmd.index("--out") + 1] + [str(two)] + cmd[cmd.index("--out") + 2 :] + ["--resume"]
+    )
+    torch.testing.assert_close(losses(two), want, rtol=1e-5, atol=0)
+
+    # ... and in one process, unsharded
+    shutil.rmtree(out / "checkpoints" / "step_0000020")
+    shutil.rmtree(out / "model")
+    msgs = []
+    tc = TrainConfig(out_dir=str(out), data=corpus_spec, **TRAIN)
+    summary = train(GPTConfig(**MODEL), tc, resume=True, log=msgs.append)
+    assert summary["resumed_from"] == 10
+    torch.testing.assert_close(losses(out), want, rtol=1e-5, atol=0)
+    assert load_run(out).step == STEPS
+
+
+def test_shard_on_one_process_trains_unsharded_with_a_note(corpus_spec, tmp_path):
+    short = {**TRAIN, "max_steps": 3, "eval_every": 3, "save_every": 3}
+    ref = tmp_path / "one"
+    train(GPTConfig(**MODEL), TrainConfig(out_dir=str(ref), data=corpus_spec, **short), log=None)
+    msgs = []
+    tc = TrainConfig(out_dir=str(tmp_path / "s"), data=corpus_spec, shard=True, **short)
+    train(GPTConfig(**MODEL), tc, log=msgs.append)
+    assert any("nothing to shard over" in m for m in msgs)
+    torch.testing.assert_close(
+        losses(tmp_path / "s", steps=3), losses(ref, steps=3), rtol=0, atol=0
+    )
+
+
+def test_shard_with_compile_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="shard=True with compile=True"):
+        TrainConfig(out_dir=str(tmp_path), shard=True, compile=True)
