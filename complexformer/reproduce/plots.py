@@ -52,7 +52,7 @@ def mean_curve(curves: Sequence[Sequence[tuple[int, float]]]) -> list[tuple[int,
     return out
 
 
-def _figure(ncols: int, width: float = 6.0):
+def figure(ncols: int, width: float = 6.0):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -61,7 +61,7 @@ def _figure(ncols: int, width: float = 6.0):
     return fig
 
 
-def _save(fig: Any, out_path: str | os.PathLike) -> Path:
+def save_figure(fig: Any, out_path: str | os.PathLike) -> Path:
     fig.tight_layout()
     out = Path(out_path)
     with atomic_output(out) as tmp:
@@ -99,7 +99,7 @@ def plot_table_losses(
         The PNG path, or None when matplotlib is not installed.
     """
     try:
-        fig = _figure(2)
+        fig = figure(2)
     except ImportError:
         _no_matplotlib(log)
         return None
@@ -135,7 +135,7 @@ def plot_table_losses(
             ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    return _save(fig, out_path)
+    return save_figure(fig, out_path)
 
 
 def plot_extrapolation_means(
@@ -151,7 +151,7 @@ def plot_extrapolation_means(
         The PNG path, or None when matplotlib is not installed.
     """
     try:
-        fig = _figure(1, width=7.0)
+        fig = figure(1, width=7.0)
     except ImportError:
         _no_matplotlib(log)
         return None
@@ -183,4 +183,4 @@ def plot_extrapolation_means(
     if ax.get_lines():
         ax.legend(fontsize=8)
     ax.set_title(payload.get("title", "extrapolation"))
-    return _save(fig, out_path)
+    return save_figure(fig, out_path)

@@ -390,7 +390,7 @@ class Scale:
         return dataclasses.asdict(self)
 
 
-_PAPER_OPTIM = dict(
+PAPER_OPTIM = dict(
     lr=1e-4,
     betas=(0.9, 0.98),
     eps=1e-9,
@@ -538,7 +538,7 @@ SCALES: dict[str, Scale] = {
             log_every=50,
             save_every=2500,
             keep_last=2,
-            **_PAPER_OPTIM,
+            **PAPER_OPTIM,
         ),
         text=dict(
             num_prompts=1000,
