@@ -131,6 +131,8 @@ class FinetuneTask(TrainTask):
     """
 
     aux_name = None
+    #: a CmplxBERT encoder calls ``layer.planar`` on its layers, not their ``forward``
+    shard_forward_methods = ("planar",)
 
     def __init__(
         self,

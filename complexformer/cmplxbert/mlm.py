@@ -132,6 +132,8 @@ class MLMTask(TrainTask):
     """
 
     aux_name = None
+    #: the encoder calls ``layer.planar`` on its layers, not their ``forward``
+    shard_forward_methods = ("planar",)
 
     def __init__(
         self,
@@ -251,18 +253,31 @@ class MLMTask(TrainTask):
     # -- loss and evaluation ---------------------------------------------------------------
     def step_loss(self, model, batch, step, micro) -> StepLoss:
         ids = self._wrap(batch)
-        if self.mask_world > 1:  # draw the global micro-batch's masks, keep this rank's rows
-            n = ids.shape[0]
-            full = ids.new_zeros((n * self.mask_world, ids.shape[1]))
-            rows = slice(self.rank * n, (self.rank + 1) * n)
-            full[rows] = ids
-            full, labels = self._mask(full, masking_generator(self.seed, step, 0, micro))
-            ids, labels = full[rows], labels[rows]
-        else:
-            ids, labels = self._mask(ids, masking_generator(self.seed, step, self.rank, micro))
         device = batch.device
+        if self.mask_world > 1:
+            return self._global_step_loss(model, ids, step, micro, device)
+        ids, labels = self._mask(ids, masking_generator(self.seed, step, self.rank, micro))
         out = model(ids.to(device), labels=labels.to(device), return_logits=False)
         return StepLoss(out.loss, out.loss)
+
+    def _global_step_loss(self, model, ids: Tensor, step: int, micro: int, device) -> StepLoss:
+        """The sharded run's loss: masks drawn for the global micro-batch (this rank keeps its
+        rows) and the rank's summed NLL divided by the global count of masked tokens (times
+        the world size, as the ranks' losses and gradients are averaged), so that the
+        average over ranks is the single process's mean over every masked token."""
+        n = ids.shape[0]
+        full = ids.new_zeros((n * self.mask_world, ids.shape[1]))
+        rows = slice(self.rank * n, (self.rank + 1) * n)
+        full[rows] = ids
+        full, labels = self._mask(full, masking_generator(self.seed, step, 0, micro))
+        ids, labels = full[rows], labels[rows]  # the other rows' tokens are not known here,
+        local = int((labels != _IGNORE).sum())  # so the count of masked ones is summed
+        total = int(all_reduce_sum(torch.tensor([local], dtype=torch.float64))[0])
+        out = model(ids.to(device), labels=labels.to(device), return_logits=False)
+        # a rank without masked tokens has a NaN mean (0 / 0) and contributes nothing
+        mean = out.loss if local else out.loss.nan_to_num(0.0)
+        loss = mean * (self.mask_world * local / total) if total else mean
+        return StepLoss(loss, loss)
 
     def n_val_blocks(self, max_blocks) -> int:
         return EvalBlocks(self.val_tokens, self.seq_tokens - 1, 1, max_blocks=max_blocks).n_blocks

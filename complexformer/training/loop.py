@@ -327,7 +327,9 @@ class Trainer:
         self.twin: PlainTwin | None = None
         if self.sharded:
             self.twin = PlainTwin(model) if dist.is_main else None
-            shard_model(model, task.shard_units(model), dist.device, dist.world_size, tc.bf16)
+            units = task.shard_units(model)
+            methods = task.shard_forward_methods
+            shard_model(model, units, dist.device, dist.world_size, tc.bf16, methods)
         else:
             if tc.shard:
                 self.log("shard: a single process has nothing to shard over; training unsharded")
@@ -497,11 +499,14 @@ class Trainer:
         """The task's validation metrics now (None when the split fills no block)."""
         if self.n_val_blocks == 0:
             return None
-        if self.sharded:  # every rank scores every block: the same forward passes everywhere
+        if self.sharded:
+            # every rank scores every block in batches of the global micro-batch, as one
+            # process would: the same forward passes everywhere (FSDP gathers with every rank)
+            # and the single process's numbers (a task's masks may depend on the batching)
             with local_reductions():
                 return self.task.evaluate(
                     self.model,
-                    self.micro,
+                    self.micro * self.dist.world_size,
                     self.dist.device,
                     self.tc.bf16,
                     0,

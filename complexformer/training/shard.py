@@ -33,7 +33,7 @@ from torch.distributed.checkpoint.state_dict import (
     get_optimizer_state_dict,
 )
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard, register_fsdp_forward_method
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 __all__ = [
@@ -80,6 +80,7 @@ def shard_model(
     device: torch.device,
     world_size: int,
     bf16: bool = False,
+    forward_methods: tuple[str, ...] = (),
 ) -> DeviceMesh:
     """Shard ``model`` in place: ``fully_shard`` on each of ``blocks``, then on the root.
 
@@ -91,6 +92,9 @@ def shard_model(
         bf16: FSDP2's ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``:
             parameters are all-gathered and computed in bfloat16, gradients reduced in
             float32 and the sharded parameters and optimizer state stay in their own dtype.
+        forward_methods: names of methods that the model calls on a block instead of its
+            ``forward`` (CmplxBERT's ``planar``); FSDP2 gathers the block's parameters for
+            them too (``register_fsdp_forward_method``).
 
     Returns:
         The mesh.
@@ -103,6 +107,9 @@ def shard_model(
     )
     for block in blocks:
         fully_shard(block, mesh=mesh, mp_policy=policy)
+        for name in forward_methods:
+            if callable(getattr(block, name, None)):
+                register_fsdp_forward_method(block, name)
     fully_shard(model, mesh=mesh, mp_policy=policy)
     return mesh
 
@@ -124,9 +131,18 @@ def local_tensor_bytes(t: torch.Tensor | None) -> int:
 def full_model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """The sharded model's full state dict on rank 0 (CPU); ``{}`` on the other ranks.
 
-    Every rank must call it (it all-gathers each parameter).
+    Every rank must call it (it all-gathers each parameter). A tensor that is a view into a
+    larger gathered buffer is copied into its own storage (safetensors refuses to save a
+    tensor that does not cover its storage).
     """
-    return get_model_state_dict(model, options=FULL_ON_RANK0)
+    state = get_model_state_dict(model, options=FULL_ON_RANK0)
+    return {k: _own_storage(v) for k, v in state.items()}
+
+
+def _own_storage(t: torch.Tensor) -> torch.Tensor:
+    if t.untyped_storage().nbytes() != t.numel() * t.element_size():
+        return t.clone()
+    return t
 
 
 def full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:

@@ -64,6 +64,9 @@ class TrainTask:
     #: ``start_val_ppl`` (a conversion that starts exact, such as the retrofit, then shows
     #: what training changed).
     evaluate_before_training: bool = False
+    #: Methods the model calls on a block of :meth:`shard_units` in place of ``forward``
+    #: (``TrainConfig.shard`` gathers the block's parameters for them as for ``forward``).
+    shard_forward_methods: tuple[str, ...] = ()
 
     def prepare(
         self,
