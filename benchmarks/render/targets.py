@@ -86,6 +86,10 @@ TARGETS: tuple[Target, ...] = (
            ("train_peak_memory_vs_bert", "cmplx_modulus/labelled"), "<=", 2.0, unit="x"),
     Target("retrofit", "forward time converted / original, T=512",
            ("forward_converted_original",), "<=", 1.15, unit="x"),
+    Target("shard", "per-rank parameters + gradients + AdamW state, --shard / DDP, 2 ranks",
+           ("2", "shard_vs_ddp"), "<=", 0.6),
+    Target("shard", "per-rank parameters + gradients + AdamW state, --shard / DDP, 4 ranks",
+           ("4", "shard_vs_ddp"), "<=", 0.35),
 )  # fmt: skip
 
 
