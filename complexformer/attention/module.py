@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
@@ -95,25 +98,32 @@ class CausalSelfAttention(nn.Module):
         return q, k, v
 
     def forward(
-        self, x: Tensor, cache: LayerKVCache | None = None, return_phases: bool = False
-    ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+        self,
+        x: Tensor,
+        cache: LayerKVCache | None = None,
+        return_phases: bool = False,
+        phase_loss: Callable[[tuple[Tensor, Tensor], Tensor], Any] | None = None,
+    ) -> tuple[Tensor, Any]:
         """Attend causally.
 
         Args:
             x: (B, T, d_model) hidden states of the new positions.
             cache: optional layer cache; its length is the position of x[:, 0].
             return_phases: also return the (B, H, T, J) phases of queries and keys named by
-                ``pcl_target`` (schemes with phases, the ``cmha*`` ones), for the phase
-                contrastive loss.
+                ``pcl_target`` (schemes with phases, the ``cmha*`` ones).
+            phase_loss: a function of those phases and ``pcl_weight`` (the phase contrastive
+                loss of the model, §3.2), evaluated here, inside the layer's forward, so that
+                a sharded layer (FSDP2 gathers its parameters for its forward only) reads its
+                own full ``pcl_weight``; its value is returned instead of the phases.
 
         Returns:
-            (output (B, T, d_model), phases or None).
+            (output (B, T, d_model), the phases, the phase loss, or None).
         """
         b, t, c = x.shape
         offset = cache.length if cache is not None else 0
         q, k, v = self.project_qkv(x)  # each (B, H, T, D)
         phases = None
-        if return_phases:
+        if return_phases or phase_loss is not None:
             q, k, phases = self.scheme.rotate_with_phases(self, q, k, offset, self.pcl_target)
         else:
             q, k = self.scheme.rotate(self, q, k, offset)
@@ -134,6 +144,8 @@ class CausalSelfAttention(nn.Module):
         y = self.proj(y.transpose(1, 2).reshape(b, t, c))  # (B, T, d_model)
         if self.training and self.resid_drop.p > 0:
             y = self.resid_drop(y)
+        if phase_loss is not None:
+            return y, phase_loss(phases, self.pcl_weight)
         return y, phases
 
     def extra_repr(self) -> str:

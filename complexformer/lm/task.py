@@ -56,6 +56,9 @@ class LMTask(TrainTask):
             unchecked, ``train --base ... --no-verify``).
     """
 
+    #: CMHA's δ and b and the PCL weights stay in float32 under ``--shard --bf16``.
+    shard_fp32_parameters = ("adapt_delta", "adapt_bias", "pcl_weight")
+
     def __init__(self, model_config: GPTConfig, verify_base: bool = True) -> None:
         self.cfg = model_config
         self.verify_base = verify_base

@@ -105,16 +105,18 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps, bias=cfg.bias)
         self.mlp = MLP(cfg)
 
-    def forward(self, x: Tensor, cache=None, return_phases: bool = False):
+    def forward(self, x: Tensor, cache=None, phase_loss=None):
+        """(B, T, C) -> (B, T, C) and the layer's phase loss terms (``phase_loss`` given) or
+        None."""
         if self.pre_norm:
-            a, phases = self.attn(self.ln1(x), cache, return_phases)
+            a, term = self.attn(self.ln1(x), cache, phase_loss=phase_loss)
             x = x + a
             x = x + self.mlp(self.ln2(x))
         else:
-            a, phases = self.attn(x, cache, return_phases)
+            a, term = self.attn(x, cache, phase_loss=phase_loss)
             x = self.ln1(x + a)
             x = self.ln2(x + self.mlp(x))
-        return x, phases
+        return x, term
 
 
 class ComplexFormerLM(nn.Module):
@@ -202,14 +204,14 @@ class ComplexFormerLM(nn.Module):
         x = self.scheme.embed(self, x, offset)  # absolute positions, for schemes that add them
         if self.training and self.drop.p > 0:
             x = self.drop(x)
-        want_pcl = cfg.pcl and self.training
+        # L_con of each layer's queries and keys, computed inside the layer (see
+        # CausalSelfAttention.forward)
+        phase_loss = self.phase_loss if cfg.pcl and self.training else None
         pcl_total = None
         for i, block in enumerate(self.blocks):
-            x, phases = block(x, cache[i] if cache is not None else None, want_pcl)
-            if want_pcl:
-                w = block.attn.pcl_weight
-                lq = pcl_loss(phases[0], w[0], cfg.pcl_tau, cfg.pcl_dropout, training=True)
-                lk = pcl_loss(phases[1], w[1], cfg.pcl_tau, cfg.pcl_dropout, training=True)
+            x, terms = block(x, cache[i] if cache is not None else None, phase_loss)
+            if terms is not None:
+                lq, lk = terms
                 pcl_total = lq + lk if pcl_total is None else pcl_total + lq + lk
         if pcl_total is not None and cfg.pcl_reduce == "mean":
             pcl_total = pcl_total / (2 * len(self.blocks))  # over layers and q/k sides
@@ -235,6 +237,12 @@ class ComplexFormerLM(nn.Module):
         if pcl_total is not None and cfg.pcl_epsilon:
             loss = lm_loss + cfg.pcl_epsilon * pcl_total
         return LMOutput(logits, loss, lm_loss, pcl_total, cache)
+
+    def phase_loss(self, phases: tuple[Tensor, Tensor], weight: Tensor) -> tuple[Tensor, Tensor]:
+        """L_con of one layer: the InfoNCE of its query phases and that of its key phases."""
+        cfg = self.config
+        lq = pcl_loss(phases[0], weight[0], cfg.pcl_tau, cfg.pcl_dropout, training=True)
+        return lq, pcl_loss(phases[1], weight[1], cfg.pcl_tau, cfg.pcl_dropout, training=True)
 
     # --------------------------------------------------------------- generation
     @torch.no_grad()
@@ -287,7 +295,7 @@ class ComplexFormerLM(nn.Module):
         ids[:, :t0] = input_ids
         end = t0
         finished = torch.zeros(b, dtype=torch.bool, device=ids.device)
-        cache = KVCache(cfg.n_layer) if use_cache else None
+        cache = KVCache(cfg.n_layer, capacity=total) if use_cache else None  # never regrown
         with eval_mode(self):
             for _ in range(max_new_tokens):
                 step_input = ids[:, end - 1 : end] if use_cache and end > t0 else ids[:, :end]

@@ -41,6 +41,7 @@ from ..attention.polar import polar_rotate
 
 __all__ = [
     "GQA_MODES",
+    "PHASE_PARAMETERS",
     "RETROFIT_SCHEMES",
     "SUPPORTED_ATTENTION",
     "SUPPORTED_ROPE_TYPES",
@@ -65,6 +66,8 @@ SUPPORTED_ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn", "longr
 TRANSFORMERS_RANGE = ((5, 0), (6, 0))
 
 _DELTA, _BIAS = "cmha_delta", "cmha_bias"
+#: The names of the adaptation's parameters on each converted attention layer.
+PHASE_PARAMETERS = (_DELTA, _BIAS)
 
 
 @dataclass

@@ -24,6 +24,7 @@ from ..training.dist import rank0_first
 from ..training.task import StepLoss, TrainTask
 from .build import load_base, prepare_model
 from .config import RetrofitConfig
+from .convert import PHASE_PARAMETERS
 from .io import adaptation_tensors, load_adaptation_tensors, save_adaptation
 
 __all__ = ["RetrofitTask", "wrap_tokenizer"]
@@ -47,6 +48,9 @@ class RetrofitTask(TrainTask):
     converted model is still the base model then (δ = 1, b = 0, LoRA at zero), so the summary's
     ``start_val_ppl`` against ``val_ppl`` is what the adaptation changed.
     """
+
+    #: The adaptation δ and b stay in float32 under ``--shard --bf16``.
+    shard_fp32_parameters = PHASE_PARAMETERS
 
     evaluate_before_training = True
 

@@ -329,7 +329,15 @@ class Trainer:
             self.twin = PlainTwin(model) if dist.is_main else None
             units = task.shard_units(model)
             methods = task.shard_forward_methods
-            shard_model(model, units, dist.device, dist.world_size, tc.bf16, methods)
+            shard_model(
+                model,
+                units,
+                dist.device,
+                dist.world_size,
+                tc.bf16,
+                methods,
+                task.shard_fp32_parameters,
+            )
         else:
             if tc.shard:
                 self.log("shard: a single process has nothing to shard over; training unsharded")

@@ -81,6 +81,7 @@ def shard_model(
     world_size: int,
     bf16: bool = False,
     forward_methods: tuple[str, ...] = (),
+    fp32_parameters: tuple[str, ...] = (),
 ) -> DeviceMesh:
     """Shard ``model`` in place: ``fully_shard`` on each of ``blocks``, then on the root.
 
@@ -95,6 +96,11 @@ def shard_model(
         forward_methods: names of methods that the model calls on a block instead of its
             ``forward`` (CmplxBERT's ``planar``); FSDP2 gathers the block's parameters for
             them too (``register_fsdp_forward_method``).
+        fp32_parameters: with ``bf16``, the modules inside a block that directly own a
+            parameter of one of these names (the attention layers holding δ and b) are
+            sharded first as units of their own that gather in float32, so that the phases
+            are computed in float32 as under plain autocast (the matrix products still run
+            in bfloat16 under the trainer's autocast).
 
     Returns:
         The mesh.
@@ -105,7 +111,13 @@ def shard_model(
         if bf16
         else MixedPrecisionPolicy()
     )
+    fp32 = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32)
     for block in blocks:
+        if bf16 and fp32_parameters:
+            for sub in block.modules():
+                own = (name for name, _ in sub.named_parameters(recurse=False))
+                if sub is not block and any(name in fp32_parameters for name in own):
+                    fully_shard(sub, mesh=mesh, mp_policy=fp32)
         fully_shard(block, mesh=mesh, mp_policy=policy)
         for name in forward_methods:
             if callable(getattr(block, name, None)):

@@ -67,6 +67,10 @@ class TrainTask:
     #: Methods the model calls on a block of :meth:`shard_units` in place of ``forward``
     #: (``TrainConfig.shard`` gathers the block's parameters for them as for ``forward``).
     shard_forward_methods: tuple[str, ...] = ()
+    #: Names of parameters that stay in float32 when ``TrainConfig.shard`` and ``bf16`` are
+    #: both set (the phase adaptation δ, b: phases are computed in float32); the modules that
+    #: own them become shard units of their own whose parameters are gathered in float32.
+    shard_fp32_parameters: tuple[str, ...] = ()
 
     def prepare(
         self,

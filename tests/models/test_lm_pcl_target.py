@@ -193,13 +193,15 @@ def test_pcl_in_the_model_uses_a_dropout_view_of_the_returned_phases(target):
     ids = torch.randint(0, V, (2, T))
     seen = []
 
-    def record(block, args, output):
-        seen.append((output[1], torch.get_rng_state()))  # (phases, RNG before pcl_loss)
+    layer_loss = model.phase_loss  # called inside each attention layer's forward
 
-    handles = [blk.register_forward_hook(record) for blk in model.blocks]
+    def record(phases, weight):
+        seen.append((phases, torch.get_rng_state()))  # (phases, RNG before pcl_loss)
+        return layer_loss(phases, weight)
+
+    model.phase_loss = record
     got = pcl_of(model, ids)
-    for hd in handles:
-        hd.remove()
+    del model.phase_loss
     p, tau = model.config.pcl_dropout, model.config.pcl_tau
     terms, same_view = [], []
     for blk, ((ph_q, ph_k), state) in zip(model.blocks, seen, strict=True):

@@ -46,9 +46,17 @@ def one_process(model: dict, out, corpus_spec):
     return train(GPTConfig(**model), tc, log=None)
 
 
-@pytest.mark.parametrize("scheme", ["cmha", "rope"])
-def test_sharded_lm_matches_one_process(scheme, corpus_spec, tmp_path):
-    model = {**MODEL, "pos_scheme": scheme}
+#: The full ComplexFormer: the phase contrastive loss is computed inside each attention
+#: layer's forward, where FSDP2 has gathered its pcl_weight (PCL dropout 0: the views of a
+#: global batch and of two half batches would differ only by their random masks).
+PCL = {"pos_scheme": "cmha", "pcl": True, "pcl_dropout": 0.0}
+
+
+@pytest.mark.parametrize(
+    "variant", [{"pos_scheme": "cmha"}, {"pos_scheme": "rope"}, PCL], ids=["cmha", "rope", "pcl"]
+)
+def test_sharded_lm_matches_one_process(variant, corpus_spec, tmp_path):
+    model = {**MODEL, **variant}
     ref = tmp_path / "one"
     ref_summary = one_process(model, ref, corpus_spec)
     out = tmp_path / "shard"
@@ -56,8 +64,16 @@ def test_sharded_lm_matches_one_process(scheme, corpus_spec, tmp_path):
     outputs = launch(2, cmd)
     assert "sharded" in outputs[0] and f"done: {STEPS} steps" in outputs[0]
 
+    # With PCL (τ = 0.1) the rounding of another reduction order grows after about 8 steps,
+    # for DDP as much as for sharding (measured against one process at step 20: train loss
+    # 1.5e-5 and 1.7e-5 relative, gradient norm 3.5e-2 and 3.6e-2): the first 8 steps are held
+    # to 1e-5 and the 20 losses to 1e-4; without PCL all 20 to 1e-5.
+    exact = 8 if variant is PCL else STEPS
     for key in ("train_loss", "grad_norm", "lr"):
-        torch.testing.assert_close(losses(out, key), losses(ref, key), rtol=1e-5, atol=0, msg=key)
+        got, want = losses(out, key), losses(ref, key)
+        torch.testing.assert_close(got[:exact], want[:exact], rtol=1e-5, atol=0, msg=key)
+        if key != "grad_norm":
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=0, msg=key)
     assert (losses(ref, "grad_norm") > TRAIN["grad_clip"]).sum() >= STEPS // 2  # clipping bites
     want = json.loads((ref / "summary.json").read_text())
     got = json.loads((out / "summary.json").read_text())
@@ -70,6 +86,8 @@ def test_sharded_lm_matches_one_process(scheme, corpus_spec, tmp_path):
     run, ref_run = load_run(out), load_run(ref)
     got_sd, want_sd = run.model.state_dict(), ref_run.model.state_dict()
     assert sorted(got_sd) == sorted(want_sd)
+    if variant is PCL:  # weights apart by up to 1.3e-3 after 20 steps; the
+        return  # losses and the final validation loss above are the comparison
     for name in want_sd:
         torch.testing.assert_close(
             got_sd[name], want_sd[name], rtol=1e-4, atol=1e-5, msg=lambda m, n=name: f"{n}: {m}"
@@ -124,3 +142,40 @@ def test_shard_on_one_process_trains_unsharded_with_a_note(corpus_spec, tmp_path
 def test_shard_with_compile_is_refused(tmp_path):
     with pytest.raises(ValueError, match="shard=True with compile=True"):
         TrainConfig(out_dir=str(tmp_path), shard=True, compile=True)
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_bf16_shard_gathers_the_phase_parameters_in_float32(keep, tmp_path):
+    """Under --shard --bf16 the attention layers holding δ and b are units of their own that
+    gather in float32 (the block's other parameters in bfloat16); without the names, δ would
+    be gathered in bfloat16 like everything else."""
+    from complexformer.lm import LMTask
+    from complexformer.models import ComplexFormerLM
+    from complexformer.training.shard import shard_model, transformer_blocks
+
+    store = tdist.FileStore(str(tmp_path / "store"), 1)
+    tdist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = ComplexFormerLM(GPTConfig(**{**MODEL, "pcl": True}))
+        names = LMTask.shard_fp32_parameters if keep else ()
+        shard_model(model, transformer_blocks(model), torch.device("cpu"), 1, True, (), names)
+        seen = []
+        for block in model.blocks:
+            block.attn.register_forward_pre_hook(
+                lambda m, a: seen.append(
+                    (m.adapt_delta.dtype, m.adapt_bias.dtype, m.pcl_weight.dtype)
+                )
+            )
+            block.mlp.register_forward_pre_hook(lambda m, a: seen.append((m.fc.weight.dtype,)))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(torch.randint(0, MODEL["vocab_size"], (2, 8)))
+        assert torch.isfinite(out.logits.float()).all()
+        want = torch.float32 if keep else torch.bfloat16
+        attn = [s for s in seen if len(s) == 3]
+        assert len(attn) == MODEL["n_layer"] and all(d == want for s in attn for d in s)
+        assert all(s == (torch.bfloat16,) for s in seen if len(s) == 1)
+        # the stored shards keep their own dtype
+        assert model.blocks[0].attn.adapt_delta.dtype == torch.float32
+    finally:
+        tdist.destroy_process_group()
