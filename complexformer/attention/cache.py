@@ -14,19 +14,26 @@ __all__ = ["KVCache", "LayerKVCache"]
 
 
 class LayerKVCache:
-    """Growing (B, H, T, D) buffers of one attention layer's rotated keys and values."""
+    """Growing (B, H, T, D) buffers of one attention layer's rotated keys and values.
 
-    def __init__(self) -> None:
+    Args:
+        capacity: positions allocated at the first update (a decoding loop that knows its
+            total length passes it, so the buffers are never copied to grow); they double
+            beyond it.
+    """
+
+    def __init__(self, capacity: int = 16) -> None:
         self.k: Tensor | None = None
         self.v: Tensor | None = None
         self.length = 0
+        self.capacity = capacity
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append (B, H, T_new, D) keys and values; return all cached keys and values."""
         t_new = k.shape[-2]
         end = self.length + t_new
         if self.k is None or end > self.k.shape[-2]:
-            capacity = max(end, 2 * (self.k.shape[-2] if self.k is not None else 0), 16)
+            capacity = max(end, 2 * (self.k.shape[-2] if self.k is not None else 0), self.capacity)
             new_k = k.new_empty(*k.shape[:-2], capacity, k.shape[-1])
             new_v = v.new_empty(*v.shape[:-2], capacity, v.shape[-1])
             if self.k is not None and self.length:
@@ -40,10 +47,15 @@ class LayerKVCache:
 
 
 class KVCache:
-    """One :class:`LayerKVCache` per layer; ``offset`` is the number of cached positions."""
+    """One :class:`LayerKVCache` per layer; ``offset`` is the number of cached positions.
 
-    def __init__(self, n_layer: int) -> None:
-        self.layers = [LayerKVCache() for _ in range(n_layer)]
+    Args:
+        n_layer: layers.
+        capacity: positions each layer allocates at once (see :class:`LayerKVCache`).
+    """
+
+    def __init__(self, n_layer: int, capacity: int = 16) -> None:
+        self.layers = [LayerKVCache(capacity) for _ in range(n_layer)]
 
     def __getitem__(self, i: int) -> LayerKVCache:
         return self.layers[i]
