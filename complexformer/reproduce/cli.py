@@ -125,6 +125,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
         threads=args.threads,
         device=args.device,
         bf16=args.bf16,
+        shard=bool(args.shard),
         train_only=args.train_only,
         command=" ".join(shlex.quote(p) for p in parts),
     )

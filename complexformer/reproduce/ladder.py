@@ -355,6 +355,7 @@ class LadderConfig:
         threads: torch CPU threads (None: torch's default).
         device: ``auto``, ``cpu`` or ``cuda``.
         bf16: train under bfloat16 autocast.
+        shard: under torchrun, shard each run over the ranks (FSDP2; ``TrainConfig.shard``).
         train_only: train, do not evaluate or report.
         command: the command line, printed in the report.
     """
@@ -367,6 +368,7 @@ class LadderConfig:
     threads: int | None = None
     device: str = "auto"
     bf16: bool = False
+    shard: bool = False
     train_only: bool = False
     command: str | None = None
 
@@ -450,6 +452,8 @@ def plan_ladder(config: LadderConfig, corpora: tuple[str, ...] | None = None) ->
                         num_threads=config.threads,
                         bf16=config.bf16,
                     )
+                    if config.shard:
+                        tc = tc.replace(shard=True)
                     pr = PlannedRun(
                         v,
                         seed,

@@ -123,6 +123,11 @@ def ladder_payload(
                     split: paired_t_test([a[f"{split}_ppl"] - b[f"{split}_ppl"] for a, b in pairs])
                     for split in ("val", "test")
                 }
+                for m in ("2", "4"):
+                    diffs = [(_ratio(a, m), _ratio(b, m)) for a, b in pairs]
+                    paired[v][f"x{m}"] = paired_t_test(
+                        [x - y for x, y in diffs if x is not None and y is not None]
+                    )
                 paired[v]["loss_gaps"] = [
                     (a["compute"], a["val_loss"] - b["val_loss"]) for a, b in pairs
                 ]
@@ -207,9 +212,22 @@ def _markdown(payload: dict[str, Any], variants: Sequence[str], meta: dict[str, 
         prow = []
         for row in body["rungs"]:
             for v, p in row["paired"].items():
-                prow.append([row["rung"], LABELS.get(v, v), _diff(p["val"]), _diff(p["test"])])
+                prow.append(
+                    [
+                        row["rung"],
+                        LABELS.get(v, v),
+                        _diff(p["val"]),
+                        _diff(p["test"]),
+                        _diff(p["x2"], 3),
+                        _diff(p["x4"], 3),
+                    ]
+                )
         lines.append(
-            markdown_table(["Rung", "Variant", "val ppl (p)", "test ppl (p)"], prow, "llrr")
+            markdown_table(
+                ["Rung", "Variant", "val ppl (p)", "test ppl (p)", "ppl 2T/T (p)", "ppl 4T/T (p)"],
+                prow,
+                "llrrrr",
+            )
         )
         lines += [
             "",
@@ -266,10 +284,10 @@ def _fmt(m: dict[str, Any], digits: int = 2) -> str:
     return f"{m['mean']:.{digits}f} ± {m['std']:.{digits}f}"
 
 
-def _diff(p: dict[str, Any]) -> str:
+def _diff(p: dict[str, Any], digits: int = 2) -> str:
     if p.get("mean") is None:
         return "–"
-    return f"{p['mean']:+.2f} ({format_p(p.get('p'))})"
+    return f"{p['mean']:+.{digits}f} ({format_p(p.get('p'))})"
 
 
 def plot_ladder(
@@ -279,18 +297,20 @@ def plot_ladder(
     out_path: str | os.PathLike,
     log: Callable[[str], Any] | None = None,
 ) -> Path | None:
-    """Validation perplexity against compute (log-log), one panel per corpus: seeds as points,
-    each variant's fitted power law with its 95 % band, extended to the target's compute."""
+    """Validation perplexity against compute (log-log), one column per corpus: seeds as points,
+    each variant's fitted power law with its 95 % band, extended to the target's compute;
+    below it the paired difference variant − RoPE of validation loss per seed and rung."""
     try:
-        fig = figure(max(1, len(payload["corpora"])))
+        fig = figure(max(1, len(payload["corpora"])), height=8.0)
     except ImportError:
         if log is not None:
             log("note: matplotlib is not installed, skipping the ladder plot")
         return None
     colors = {"rope": "tab:blue", "cmha_nopcl": "tab:green", "cmha": "tab:red"}
     target = payload["target"]["compute"]
+    ncols = len(payload["corpora"])
     for i, (corpus, body) in enumerate(payload["corpora"].items()):
-        ax = fig.add_subplot(1, len(payload["corpora"]), i + 1)
+        ax = fig.add_subplot(2, ncols, i + 1)
         for v in variants:
             rs = _by(results, corpus=corpus, variant=v)
             if not rs:
@@ -330,6 +350,32 @@ def plot_ladder(
             fontsize=8,
         )
         ax.legend(fontsize=7)
+        gx = fig.add_subplot(2, ncols, ncols + i + 1)
+        gx.axhline(0.0, color="tab:blue", lw=1.0, label="RoPE")
+        for v in variants:
+            gaps = [
+                g for row in body["rungs"] for g in row["paired"].get(v, {}).get("loss_gaps", [])
+            ]
+            if not gaps:
+                continue
+            gx.scatter(
+                [c for c, _ in gaps],
+                [g for _, g in gaps],
+                s=14,
+                alpha=0.7,
+                color=colors.get(v),
+                label=LABELS.get(v, v),
+            )
+            means: dict[float, list[float]] = {}
+            for c, g in gaps:
+                means.setdefault(c, []).append(g)
+            xs = sorted(means)
+            gx.plot(xs, [sum(means[x]) / len(means[x]) for x in xs], color=colors.get(v), lw=1.0)
+        gx.set_xscale("log")
+        gx.set_xlabel("training compute C = 6 N D (FLOP)")
+        gx.set_ylabel("val loss − RoPE's, same seed (nats)")
+        gx.set_title(f"{corpus}: paired gap to RoPE (points: seeds, line: mean)", fontsize=8)
+        gx.legend(fontsize=7)
     return save_figure(fig, out_path)
 
 

@@ -52,11 +52,11 @@ def mean_curve(curves: Sequence[Sequence[tuple[int, float]]]) -> list[tuple[int,
     return out
 
 
-def figure(ncols: int, width: float = 6.0):
+def figure(ncols: int, width: float = 6.0, height: float = 4.5):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width * ncols, 4.5), dpi=100)
+    fig = Figure(figsize=(width * ncols, height), dpi=100)
     FigureCanvasAgg(fig)
     return fig
 
