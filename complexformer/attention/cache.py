@@ -40,10 +40,11 @@ class LayerKVCache:
                 new_k[..., : self.length, :] = self.k[..., : self.length, :]
                 new_v[..., : self.length, :] = self.v[..., : self.length, :]
             self.k, self.v = new_k, new_v
-        self.k[..., self.length : end, :] = k
-        self.v[..., self.length : end, :] = v
+        # narrow() rather than slicing: the same views, without parsing an index per call
+        self.k.narrow(-2, self.length, t_new).copy_(k)
+        self.v.narrow(-2, self.length, t_new).copy_(v)
         self.length = end
-        return self.k[..., :end, :], self.v[..., :end, :]
+        return self.k.narrow(-2, 0, end), self.v.narrow(-2, 0, end)
 
 
 class KVCache:

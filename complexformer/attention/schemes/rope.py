@@ -81,7 +81,7 @@ class RotaryScheme(PositionalScheme):
         last = attn.__dict__.get("_rope_slice")  # the views of the previous call
         if last is not None and last[0] is cached and last[1] == pos and last[2] == t:
             return last[3], last[4]
-        cos, sin = cached[3][pos : pos + t], cached[4][pos : pos + t]  # (T, D) each
+        cos, sin = cached[3].narrow(0, pos, t), cached[4].narrow(0, pos, t)  # (T, D) each
         attn.__dict__["_rope_slice"] = (cached, pos, t, cos, sin)
         return cos, sin
 
