@@ -52,7 +52,7 @@ from .budget import WIKITEXT103_GPT2_TRAIN_TOKENS, gpu_hours, train_flops_per_to
 from .evaluate import settings_key
 from .ladder_report import write_ladder_report
 from .plan import PlannedRun, check_run_settings
-from .variants import PAPER_OPTIM, VARIANTS
+from .variants import PAPER_OPTIM, SCALES, VARIANTS
 
 __all__ = [
     "LADDERS",
@@ -241,20 +241,19 @@ def _count_params(config: GPTConfig) -> tuple[int, int]:
     return _PARAMS[key]
 
 
-_CPU_TRAIN = dict(
-    batch_size=16,
-    lr=1e-3,
-    warmup_frac=0.05,
-    min_lr_ratio=0.1,
-    schedule="cosine",
-    weight_decay=0.01,
-    betas=(0.9, 0.98),
-    eps=1e-9,
-    grad_clip=1.0,
-    eval_blocks=50,
-    log_every=10,
-    keep_last=1,
-)
+#: The tiny scale's recipe (Table 4) without its step budget and cadence, which the rungs set.
+_CPU_TRAIN = {
+    k: v
+    for k, v in SCALES["tiny"].train.items()
+    if k not in ("max_steps", "eval_every", "save_every")
+}
+
+
+def _shared(preset: str) -> dict[str, Any]:
+    """A preset's GPTConfig fields without the vocabulary and the shape that rungs set."""
+    skip = ("vocab_size", "n_layer", "d_model", "n_head", "d_ff")
+    return {k: v for k, v in preset_fields(preset).items() if k not in skip and v is not None}
+
 
 LADDERS: dict[str, Ladder] = {
     # Head size 32 on every rung (1 to 8 heads), d_ff = 2 d_model as in the micro preset; the
@@ -267,11 +266,7 @@ LADDERS: dict[str, Ladder] = {
         corpora=("stdlib", "shakespeare"),
         tokenizer=None,
         vocab_size=2048,
-        model={
-            k: v
-            for k, v in preset_fields("micro").items()
-            if k not in ("vocab_size", "n_layer", "d_model", "n_head", "d_ff") and v is not None
-        },
+        model=_shared("micro"),
         rungs=(
             Rung("d32", 2, 32, 1, 64),
             Rung("d64", 2, 64, 2, 128),
@@ -295,11 +290,7 @@ LADDERS: dict[str, Ladder] = {
         corpora=("hf:Salesforce/wikitext:wikitext-103-raw-v1",),
         tokenizer="gpt2",
         vocab_size=50257,
-        model={
-            k: v
-            for k, v in preset_fields("paper").items()
-            if k not in ("vocab_size", "n_layer", "d_model", "n_head", "d_ff") and v is not None
-        },
+        model=_shared("paper"),
         rungs=(
             Rung("L4-d128", 4, 128, 2, 256),
             Rung("L4-d256", 4, 256, 4, 512),
