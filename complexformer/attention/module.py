@@ -121,12 +121,15 @@ class CausalSelfAttention(nn.Module):
         """
         b, t, c = x.shape
         offset = cache.length if cache is not None else 0
-        q, k, v = self.project_qkv(x)  # each (B, H, T, D)
         phases = None
         if return_phases or phase_loss is not None:
+            q, k, v = self.project_qkv(x)  # each (B, H, T, D)
             q, k, phases = self.scheme.rotate_with_phases(self, q, k, offset, self.pcl_target)
         else:
-            q, k = self.scheme.rotate(self, q, k, offset)
+            qkv = self.qkv(x).view(b, t, 3, self.n_head, self.head_dim)  # (B, T, 3, H, D)
+            qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, B, H, T, D)
+            q, k = self.scheme.rotate_qk(self, qkv[:2], offset)  # each (B, H, T, D)
+            v = qkv[2]
         if cache is not None:
             k, v = cache.update(k, v)
         bias = None

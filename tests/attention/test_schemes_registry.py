@@ -123,3 +123,25 @@ def test_absolute_embeddings_at_an_offset():
         pe = torch.stack((torch.sin(ang), torch.cos(ang)), dim=-1).flatten(-2).float()
         want = x + model.wpe.weight[7:11] if name == "learned" else x * math.sqrt(6) + pe
         assert_close(got, want)
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_rotate_qk_equals_rotate(name):
+    """The joint rotation of queries and keys (one pass for RoPE) gives exactly what rotating
+    each gives, for every registered scheme, values and gradients."""
+    torch.manual_seed(0)
+    attn = CausalSelfAttention(32, 2, name)
+    with torch.no_grad():
+        for pname, p in attn.named_parameters():
+            if pname.startswith("adapt_"):
+                p.normal_(0.5, 0.5)  # a CMHA rotation far from RoPE's
+    qk = torch.randn(2, 3, 2, 7, 16, requires_grad=True)
+    q1, k1 = attn.scheme.rotate_qk(attn, qk, 5)
+    (q1.sum() * 2 + k1.square().sum()).backward()
+    g1 = qk.grad.clone()
+    qk.grad = None
+    q2, k2 = attn.scheme.rotate(attn, qk[0], qk[1], 5)
+    (q2.sum() * 2 + k2.square().sum()).backward()
+    torch.testing.assert_close(q1, q2, rtol=0, atol=0)
+    torch.testing.assert_close(k1, k2, rtol=0, atol=0)
+    torch.testing.assert_close(g1, qk.grad, rtol=0, atol=0)

@@ -170,6 +170,12 @@ class PositionalScheme:
         """
         return q, k
 
+    def rotate_qk(self, attn: nn.Module, qk: Tensor, offset: int) -> tuple[Tensor, Tensor]:
+        """:meth:`rotate` of queries and keys given together as one (2, B, H, T, D) tensor
+        (views of the layer's qkv projection); a scheme that rotates both alike overrides it
+        to do so in one pass (RoPE), the others rotate ``qk[0]`` and ``qk[1]``."""
+        return self.rotate(attn, qk[0], qk[1], offset)
+
     def rotate_with_phases(
         self, attn: nn.Module, q: Tensor, k: Tensor, offset: int, target: str = "rotated"
     ) -> tuple[Tensor, Tensor, tuple[Tensor, Tensor] | None]:

@@ -89,6 +89,16 @@ class RotaryScheme(PositionalScheme):
         cos, sin = self.tables(attn, offset, q.shape[-2], q)  # (T, D) each
         return rotate_with_tables(q, cos, sin, PAIRS), rotate_with_tables(k, cos, sin, PAIRS)
 
+    def rotate_qk(self, attn: nn.Module, qk: Tensor, offset: int) -> tuple[Tensor, Tensor]:
+        """Queries and keys (2, B, H, T, D) rotated in one pass over both: the same values as
+        :meth:`rotate`, half the operator calls (decoding is bound by them). A subclass
+        that overrides :meth:`rotate` (CMHA's polar rotation) keeps its own."""
+        if type(self).rotate is not RotaryScheme.rotate:
+            return self.rotate(attn, qk[0], qk[1], offset)
+        cos, sin = self.tables(attn, offset, qk.shape[-2], qk)  # (T, D) each
+        q, k = rotate_with_tables(qk, cos, sin, PAIRS).unbind(0)
+        return q, k
+
     def score_variants(self, attn: nn.Module, q: Tensor, k: Tensor) -> dict[str, Tensor | None]:
         """S = rope(q)·rope(k)/√D; S_pos: the pairs' moduli rotated by position (δ = 0 of
         CMHA); S_sem = q·k/√D (ω = 0)."""
