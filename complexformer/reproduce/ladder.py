@@ -39,7 +39,6 @@ import torch
 
 from .._report import write_json
 from .._runtime import cpu_settings
-from ..data import load_corpus, load_token_splits
 from ..evaluation.extrapolation import ExtrapolationConfig, run_extrapolation_suite
 from ..lm import load_run, train
 from ..models import ComplexFormerLM
@@ -49,7 +48,7 @@ from ..training.config import TrainConfig
 from ..training.dist import env_world, resolve_device
 from ..training.rundir import run_lock
 from .budget import WIKITEXT103_GPT2_TRAIN_TOKENS, gpu_hours, train_flops_per_token
-from .evaluate import settings_key
+from .evaluate import EvalContext, settings_key
 from .ladder_report import write_ladder_report
 from .plan import PlannedRun, check_run_settings
 from .variants import PAPER_OPTIM, SCALES, VARIANTS
@@ -168,6 +167,21 @@ class Ladder:
 
     def total_params(self, rung: Rung) -> int:
         return _count_params(self.model_config(rung, "rope"))[1]
+
+    def target_compute(self) -> dict[str, Any]:
+        """The compute the fits are extrapolated to: the target preset (``paper``: 8 layers,
+        d_model 512) with the ladder's token rule, D = D_ref · sqrt(N / N_ref)."""
+        fields = {k: v for k, v in preset_fields(self.target).items() if v is not None}
+        n, total = _count_params(GPTConfig(**fields))
+        ref = self.rung(self.reference)
+        d = self.tokens(ref) * math.sqrt(n / self.non_embedding_params(ref))
+        return {
+            "preset": self.target,
+            "non_embedding_params": n,
+            "params": total,
+            "tokens": d,
+            "compute": 6.0 * n * d,
+        }
 
     def steps(self, rung: Rung) -> int:
         """round(S_ref · sqrt(N / N_ref)), at least 1 (the token rule)."""
@@ -556,22 +570,20 @@ def eval_path(run: LadderRun, settings: dict[str, Any]) -> Path:
 
 
 def evaluate_ladder_run(
-    run: LadderRun, settings: dict[str, Any], device: Any, tokens: dict
+    run: LadderRun, settings: dict[str, Any], context: EvalContext
 ) -> dict[str, Any]:
-    """Evaluate a finished run (val/test perplexity, extrapolation) and save the result."""
+    """Evaluate a finished run (val/test perplexity, extrapolation) and save the result;
+    ``context`` keeps each corpus's val/test tokens across runs."""
     t0 = time.perf_counter()
+    device = context.device
     loaded = load_run(run.run.run_dir, device=device)
-    model, tok = loaded.model, loaded.tokenizer
-    key = (run.corpus, tok.fingerprint)
-    if key not in tokens:
-        tokens[key] = load_token_splits(
-            load_corpus(run.corpus), tok, splits=("val", "test"), show_progress=False
-        )
+    model = loaded.model
+    tokens = context.tokens(run.corpus, loaded.tokenizer)
     s = settings["ppl"]
     ppl = {
         split: evaluate_perplexity(
             model,
-            tokens[key][split],
+            tokens[split],
             model.config.max_seq_len - 1,
             s["batch_size"],
             max_blocks=s["max_blocks"],
@@ -650,7 +662,7 @@ def run_ladder(config: LadderConfig, *, log: Callable[[str], Any] | None = print
         if rank == 0:
             for corpus in config.corpora:
                 locks.enter_context(run_lock(Path(config.out) / corpus_folder(corpus), "ladder"))
-        tokens: dict = {}
+        context = EvalContext(None, device, log=say)
         for i, r in enumerate(todo, 1):
             head = f"[{i}/{len(todo)}] {r.name}"
             if not r.run.finished:
@@ -670,7 +682,7 @@ def run_ladder(config: LadderConfig, *, log: Callable[[str], Any] | None = print
                 skipped += 1
             if train_only or cached_ladder_result(r, settings) is not None:
                 continue
-            res = evaluate_ladder_run(r, settings, device, tokens)
+            res = evaluate_ladder_run(r, settings, context)
             say(
                 f"{head}: val ppl {res['val_ppl']:.2f}, test ppl {res['test_ppl']:.2f}, "
                 f"x2 {res['extrapolation'].get('2')}, evaluated in {res['eval_time_s']:.0f} s"
@@ -685,7 +697,7 @@ def run_ladder(config: LadderConfig, *, log: Callable[[str], Any] | None = print
         }
     everything = plan_ladder(config, corpora=ladder.corpora)
     results = [c for r in everything if (c := cached_ladder_result(r, settings)) is not None]
-    report = write_ladder_report(config, results, LADDER_VARIANTS, log=say)
+    report = write_ladder_report(config, results, LADDER_VARIANTS, ladder.target_compute(), log=say)
     elapsed = time.perf_counter() - t_start
     with open(Path(config.out) / "invocations.jsonl", "a", encoding="utf-8") as f:
         f.write(

@@ -23,48 +23,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from .._report import markdown_table, write_report
 from .._stats import format_p, mean_std, paired_t_test
-from ..models import ComplexFormerLM
-from ..models.config import GPTConfig, preset_fields
 from .ladder_fit import fit_power_law, gap_at, gap_trend
 from .plots import figure, save_figure
+from .table import format_mean_std
 
-__all__ = ["LABELS", "ladder_payload", "plot_ladder", "target_compute", "write_ladder_report"]
+__all__ = ["LABELS", "ladder_payload", "plot_ladder", "write_ladder_report"]
 
 LABELS = {
     "rope": "RoPE",
     "cmha_nopcl": "CMHA w/o PCL",
     "cmha": "ComplexFormer (CMHA + θ-PCL)",
 }
-
-
-def target_compute(ladder: Any) -> dict[str, Any]:
-    """The compute the fits are extrapolated to: the ladder's target preset (``paper``: 8
-    layers, d_model 512) with the ladder's token rule, D = D_ref · sqrt(N / N_ref)."""
-    fields = {k: v for k, v in preset_fields(ladder.target).items() if v is not None}
-    with torch.device("meta"):
-        model = ComplexFormerLM(GPTConfig(**fields))
-    n = sum(p.numel() for p in model.blocks.parameters())
-    total = sum(p.numel() for p in model.parameters())
-    ref = ladder.rung(ladder.reference)
-    d = ladder.tokens(ref) * math.sqrt(n / ladder.non_embedding_params(ref))
-    return {
-        "preset": ladder.target,
-        "non_embedding_params": n,
-        "params": total,
-        "tokens": d,
-        "compute": 6.0 * n * d,
-    }
-
-
-def _ms(values: Sequence[float]) -> str:
-    m = mean_std(values)
-    if m["mean"] is None:
-        return "–"
-    return f"{m['mean']:.2f} ± {m['std']:.2f}" if m.get("std") is not None else f"{m['mean']:.2f}"
 
 
 def _by(results: Sequence[dict], **keys: Any) -> list[dict]:
@@ -180,10 +151,10 @@ def _markdown(payload: dict[str, Any], variants: Sequence[str], meta: dict[str, 
                         f"{x['compute']:.2e}",
                         LABELS.get(v, v),
                         x["n"],
-                        _fmt(x["val_ppl"]),
-                        _fmt(x["test_ppl"]),
-                        _fmt(x["x2"], 3),
-                        _fmt(x["x4"], 3),
+                        format_mean_std(x["val_ppl"]),
+                        format_mean_std(x["test_ppl"]),
+                        format_mean_std(x["x2"], 3),
+                        format_mean_std(x["x4"], 3),
                     ]
                 )
         lines.append(
@@ -274,14 +245,6 @@ def _markdown(payload: dict[str, Any], variants: Sequence[str], meta: dict[str, 
         )
         lines.append("")
     return "\n".join(lines)
-
-
-def _fmt(m: dict[str, Any], digits: int = 2) -> str:
-    if m.get("mean") is None:
-        return "–"
-    if m.get("std") is None:
-        return f"{m['mean']:.{digits}f}"
-    return f"{m['mean']:.{digits}f} ± {m['std']:.{digits}f}"
 
 
 def _diff(p: dict[str, Any], digits: int = 2) -> str:
@@ -383,13 +346,14 @@ def write_ladder_report(
     config: Any,
     results: Sequence[dict],
     variants: Sequence[str],
+    target: dict[str, Any],
     log: Callable[[str], Any] | None = None,
 ) -> dict[str, str]:
     """Write ``OUT/ladder.md``, ``ladder.json`` and ``ladder.png`` for a
-    :class:`~.ladder.LadderConfig`; returns their paths."""
+    :class:`~.ladder.LadderConfig`, the fits extrapolated to ``target``
+    (:meth:`~.ladder.Ladder.target_compute`); returns their paths."""
     ladder = config.ladder
     rungs = [r.name for r in ladder.rungs]
-    target = target_compute(ladder)
     payload = ladder_payload(results, rungs, ladder.corpora, variants, target)
     meta = {
         "command": f"`{config.command}`" if config.command else "(Python API)",
