@@ -92,10 +92,14 @@ class CausalSelfAttention(nn.Module):
             (q, k, v), each (B, H, T, D); used by :meth:`forward` and by analyses
             (``complexformer.evaluation.heads``).
         """
+        q, k, v = self._heads(x).unbind(0)  # each (B, H, T, D)
+        return q, k, v
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """(B, T, d_model) -> the (3, B, H, T, D) view of queries, keys and values."""
         b, t, _ = x.shape
         qkv = self.qkv(x).view(b, t, 3, self.n_head, self.head_dim)  # (B, T, 3, H, D)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, D)
-        return q, k, v
+        return qkv.permute(2, 0, 3, 1, 4)
 
     def forward(
         self,
@@ -122,12 +126,11 @@ class CausalSelfAttention(nn.Module):
         b, t, c = x.shape
         offset = cache.length if cache is not None else 0
         phases = None
+        qkv = self._heads(x)  # (3, B, H, T, D)
         if return_phases or phase_loss is not None:
-            q, k, v = self.project_qkv(x)  # each (B, H, T, D)
+            q, k, v = qkv.unbind(0)  # each (B, H, T, D)
             q, k, phases = self.scheme.rotate_with_phases(self, q, k, offset, self.pcl_target)
         else:
-            qkv = self.qkv(x).view(b, t, 3, self.n_head, self.head_dim)  # (B, T, 3, H, D)
-            qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, B, H, T, D)
             q, k = self.scheme.rotate_qk(self, qkv[:2], offset)  # each (B, H, T, D)
             v = qkv[2]
         if cache is not None:
