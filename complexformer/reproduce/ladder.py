@@ -39,6 +39,7 @@ import torch
 
 from .._report import write_json
 from .._runtime import cpu_settings
+from .._safe_paths import open_file
 from ..evaluation.extrapolation import ExtrapolationConfig, run_extrapolation_suite
 from ..lm import load_run, train
 from ..models import ComplexFormerLM
@@ -695,11 +696,13 @@ def run_ladder(config: LadderConfig, *, log: Callable[[str], Any] | None = print
             "skipped": skipped,
             "elapsed_s": time.perf_counter() - t_start,
         }
-    everything = plan_ladder(config, corpora=ladder.corpora)
+    # the report: every corpus of the ladder and the one given with --data
+    corpora = tuple(dict.fromkeys((*ladder.corpora, *config.corpora)))
+    everything = plan_ladder(config, corpora=corpora)
     results = [c for r in everything if (c := cached_ladder_result(r, settings)) is not None]
     report = write_ladder_report(config, results, LADDER_VARIANTS, ladder.target_compute(), log=say)
     elapsed = time.perf_counter() - t_start
-    with open(Path(config.out) / "invocations.jsonl", "a", encoding="utf-8") as f:
+    with open_file(Path(config.out) / "invocations.jsonl", "a") as f:  # no link
         f.write(
             json.dumps(
                 {

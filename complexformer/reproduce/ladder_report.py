@@ -354,7 +354,8 @@ def write_ladder_report(
     (:meth:`~.ladder.Ladder.target_compute`); returns their paths."""
     ladder = config.ladder
     rungs = [r.name for r in ladder.rungs]
-    payload = ladder_payload(results, rungs, ladder.corpora, variants, target)
+    corpora = tuple(dict.fromkeys(r["corpus"] for r in results))
+    payload = ladder_payload(results, rungs, corpora, variants, target)
     meta = {
         "command": f"`{config.command}`" if config.command else "(Python API)",
         "ladder": ladder.description,

@@ -38,6 +38,7 @@ from typing import Any
 
 from .._report import write_json
 from .._runtime import cpu_settings
+from .._safe_paths import open_file
 from ..evaluation.genppl import resolve_evaluator
 from ..lm import train
 from ..training.dist import env_world, resolve_device
@@ -529,7 +530,7 @@ def reproduce(
             "skipped": skipped,
         },
     )
-    with open(Path(config.out) / "invocations.jsonl", "a", encoding="utf-8") as f:
+    with open_file(Path(config.out) / "invocations.jsonl", "a") as f:  # no link
         f.write(
             json.dumps(
                 {

@@ -12,6 +12,7 @@ import random
 import pytest
 import torch
 
+from complexformer._safe_paths import SymlinkRefusedError
 from complexformer.cli import main
 from complexformer.models import ComplexFormerLM
 from complexformer.models.config import GPTConfig, preset_fields
@@ -339,3 +340,28 @@ def test_ladder_trains_evaluates_reports_and_resumes(micro_ladder, tmp_path):
     assert {key(r): r["val_ppl"] for r in again["results"]} == {
         key(r): r["val_ppl"] for r in report["results"]
     }
+
+
+def test_a_corpus_given_with_data_is_reported_and_links_are_not_followed(
+    micro_ladder, repro_corpus_spec, tmp_path
+):
+    """``--data`` outside the ladder's corpora lands in the report; a link planted where the
+    ladder appends its invocation log is refused and its target left as it was."""
+    ladder = dataclasses.replace(micro_ladder, corpora=("shakespeare",))
+    out = tmp_path / "lad"
+    cfg = LadderConfig(
+        out=out, scale=ladder, seeds=(0,), data=repro_corpus_spec, only=("a/rope",), threads=1
+    )
+    victim = tmp_path / "victim.txt"
+    victim.write_text("user data")
+    out.mkdir()
+    (out / "invocations.jsonl").symlink_to(victim)
+    with pytest.raises(SymlinkRefusedError):
+        run_ladder(cfg, log=None)
+    assert victim.read_text() == "user data"
+    (out / "invocations.jsonl").unlink()
+    again = run_ladder(cfg, log=None)
+    assert again["trained"] == 0 and len(again["results"]) == 1
+    report = json.loads((out / "ladder.json").read_text())
+    assert list(report["corpora"]) == [repro_corpus_spec]
+    assert "## " + repro_corpus_spec in (out / "ladder.md").read_text()
