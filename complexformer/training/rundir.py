@@ -180,7 +180,12 @@ def run_lock(out: str | os.PathLike, what: str = "run") -> Iterator[Path]:
         RunLockedError: another process holds the lock (its pid and start time are named).
     """
     out = Path(out)
-    created = not out.exists()
+    # the folders this call creates, deepest first (removed again on failure if left empty)
+    created: list[Path] = []
+    for folder in (out, *out.parents):
+        if folder.exists():
+            break
+        created.append(folder)
     out.mkdir(parents=True, exist_ok=True)
     path = out / LOCK_FILE
     fd = open_fd(path, os.O_RDWR | os.O_CREAT)  # never through a link or a hard-linked file
@@ -206,16 +211,20 @@ def run_lock(out: str | os.PathLike, what: str = "run") -> Iterator[Path]:
         raise
     finally:
         if failed and created:
-            _remove_if_only_lock(out)
+            _remove_if_only_lock(out, created[1:])
         os.close(fd)  # releases the flock
 
 
-def _remove_if_only_lock(out: Path) -> None:
+def _remove_if_only_lock(out: Path, parents: list[Path]) -> None:
+    """Remove ``out`` if it holds nothing but the lock and the marker, then each of
+    ``parents`` (folders the lock created above it, deepest first) while they are empty."""
     with contextlib.suppress(OSError):
         if {p.name for p in out.iterdir()} <= {LOCK_FILE, RUN_MARKER}:
             (out / RUN_MARKER).unlink(missing_ok=True)
             (out / LOCK_FILE).unlink(missing_ok=True)
             out.rmdir()
+            for parent in parents:
+                parent.rmdir()  # OSError (not empty) ends it
 
 
 def check_out_dir(out: Path, resume: bool, overwrite: bool) -> None:

@@ -61,6 +61,18 @@ def test_failed_start_leaves_no_empty_folder(tmp_path, model_config, make_train_
     with pytest.raises((ValueError, OSError)):
         train(model_config, bad, log=None)
     assert not out.exists()
+    assert not (tmp_path / "new").exists()  # nor the folder it made to hold the run
+
+
+def test_failed_start_keeps_folders_that_were_there_or_hold_files(tmp_path):
+    keep = tmp_path / "theirs"
+    keep.mkdir()
+    with pytest.raises(RuntimeError), run_lock(keep / "a" / "b" / "run"):
+        (keep / "a" / "note.txt").write_text("a user's file")  # written meanwhile
+        raise RuntimeError("failed start")
+    assert not (keep / "a" / "b").exists()  # made by the lock, empty again: removed
+    assert (keep / "a" / "note.txt").read_text() == "a user's file"  # not empty: kept
+    assert keep.is_dir()
 
 
 def test_two_concurrent_train_commands(tmp_path, corpus_spec, session_cache):
