@@ -40,6 +40,7 @@ import torch
 from .._report import write_json
 from .._runtime import cpu_settings
 from .._safe_paths import open_file
+from ..data import parse_data_spec
 from ..evaluation.extrapolation import ExtrapolationConfig, run_extrapolation_suite
 from ..lm import load_run, train
 from ..models import ComplexFormerLM
@@ -387,6 +388,8 @@ class LadderConfig:
         self.seeds = tuple(dict.fromkeys(int(s) for s in self.seeds))
         if not self.seeds or min(self.seeds) < 0:
             raise ValueError(f"seeds must be one or more integers >= 0, got {self.seeds!r}")
+        if self.data is not None:
+            parse_data_spec(self.data)  # a malformed spec fails here, before any plan or run
         self.only = tuple(self.only)
         rungs = {r.name for r in self.ladder.rungs}
         for item in self.only:

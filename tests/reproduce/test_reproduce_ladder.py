@@ -129,6 +129,8 @@ def test_only_selects_rungs_variants_and_seeds(tmp_path):
         LadderConfig(out=tmp_path, only=("d999",))
     with pytest.raises(ValueError, match="seeds"):
         LadderConfig(out=tmp_path, seeds=3)
+    with pytest.raises(ValueError, match="takes no argument"):
+        LadderConfig(out=tmp_path, data="shakespeare:hamlet")
 
 
 def test_dry_run_prints_the_plan(capsys, tmp_path):
