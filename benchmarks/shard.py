@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 import torch
 
 from benchmarks._common import RESULTS_DIR, environment, record, source_fingerprint, write_record
+from complexformer.training.dist import free_local_port
 
 MODEL = dict(vocab_size=8192, n_layer=8, n_head=8, d_model=512, d_ff=2048, max_seq_len=64)
 
@@ -79,9 +79,7 @@ def _worker(mode: str, out: str) -> None:
 
 
 def _launch(world: int, mode: str, out: Path) -> list[dict]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_local_port()
     cmd = [sys.executable, "-m", "benchmarks.shard", "--worker", mode, "--result", str(out)]
     procs = []
     for rank in range(world):

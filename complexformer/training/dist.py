@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,6 +28,7 @@ __all__ = [
     "barrier",
     "cleanup_distributed",
     "env_world",
+    "free_local_port",
     "local_reductions",
     "rank0_first",
     "resolve_device",
@@ -116,6 +120,41 @@ def setup_distributed(device: str = "auto") -> DistInfo:
     backend = "nccl" if dev.type == "cuda" else "gloo"
     tdist.init_process_group(backend, rank=rank, world_size=world)
     return DistInfo(rank, world, local, dev, True)
+
+
+def free_local_port(rng: random.Random | None = None) -> int:
+    """A free TCP port on the loopback for ``MASTER_PORT``, below the kernel's ephemeral range.
+
+    A port from ``bind(("127.0.0.1", 0))`` lies inside the ephemeral range, and a rank that
+    retries ``connect`` to it before rank 0 listens can be given that very port as its own
+    source port: the socket connects to itself and the rank waits forever (a TCP self-connect).
+    Ports below the range are never handed out as source ports.
+
+    Args:
+        rng: the random source (default: a fresh one).
+
+    Returns:
+        A port that was free a moment ago (another process may still take it).
+
+    Raises:
+        OSError: no port below the ephemeral range could be bound.
+    """
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    first = max(1024, low - 20000)
+    if low <= first:
+        raise OSError(f"no ports below the ephemeral range (it starts at {low})")
+    rng = rng or random.Random()
+    for _ in range(200):
+        port = rng.randrange(first, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError(f"no free port found in {first}..{low - 1} after 200 tries")
 
 
 def cleanup_distributed(info: DistInfo) -> None:

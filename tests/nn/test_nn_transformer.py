@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 
 import pytest
@@ -13,6 +12,7 @@ from torch.testing import assert_close
 
 import complexformer.nn as cnn
 from complexformer.models.vit import ViT
+from complexformer.training.dist import free_local_port
 
 
 def _crandn(*shape, dtype=torch.complex128, seed=0):
@@ -156,12 +156,6 @@ def test_nn_vit_patchify_matches_complex_conv():
 # --------------------------------------------------------------------------- DDP
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _make_model_and_data():
     torch.manual_seed(0)
     model = cnn.Transformer(8, 2, 1, 1, 16, dropout=0.0, pos_encoding="rotary")
@@ -209,7 +203,7 @@ def test_nn_ddp_two_processes_match_one_process():
     opt.step()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "ddp_state.pt")
-        mp.spawn(_ddp_worker, args=(2, _free_port(), path), nprocs=2, join=True)
+        mp.spawn(_ddp_worker, args=(2, free_local_port(), path), nprocs=2, join=True)
         ddp_state = torch.load(path)
     changed = 0
     for k, v in model.state_dict().items():

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
+import tempfile
+import time
 
 import pytest
 import torch
@@ -17,17 +18,12 @@ import torch.distributed as tdist
 from complexformer.lm import load_run, train
 from complexformer.models import GPTConfig
 from complexformer.training import TrainConfig, read_metrics
+from complexformer.training.dist import free_local_port
 from tests.training.training_testlib import REFERENCE_MODEL, REFERENCE_TRAIN
 
 pytestmark = pytest.mark.skipif(
     not tdist.is_available() or not tdist.is_gloo_available(), reason="needs gloo"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def train_command(model: dict, train: dict, out, data: str) -> list[str]:
@@ -38,9 +34,14 @@ def train_command(model: dict, train: dict, out, data: str) -> list[str]:
     return cmd + ["--data", data, "--sample-tokens", "0", "--set", *sets]
 
 
-def launch(world: int, cmd: list[str], timeout=240):
-    port = free_port()
-    procs = []
+def launch(world: int, cmd: list[str], timeout=240, grace=20):
+    """Start ``cmd`` as ``world`` ranks with torchrun's environment; every rank's output.
+
+    A rank that fails ends the others after a grace period (they would wait at a collective
+    for it until the process group's 30-minute timeout); a failure shows every rank's output.
+    """
+    port = free_local_port()
+    procs, files = [], []
     for rank in range(world):
         env = dict(
             os.environ,
@@ -53,22 +54,52 @@ def launch(world: int, cmd: list[str], timeout=240):
             OMP_NUM_THREADS="1",
             GLOO_SOCKET_IFNAME="lo",
         )
-        procs.append(
-            subprocess.Popen(
-                cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-            )
-        )
-    outputs = []
+        log = tempfile.TemporaryFile(mode="w+")  # a pipe left unread could fill and block a rank
+        files.append(log)
+        procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+    why, end, failed_at = None, time.monotonic() + timeout, None
     try:
-        for p in procs:
-            outputs.append(p.communicate(timeout=timeout)[0])
+        while any(p.poll() is None for p in procs):
+            now = time.monotonic()
+            if failed_at is None and any(p.poll() not in (None, 0) for p in procs):
+                failed_at = now
+            if failed_at is not None and now > failed_at + grace:
+                why = f"a rank failed and the others did not stop within {grace} s"
+                break
+            if now > end:
+                why = f"the ranks did not finish within {timeout} s"
+                break
+            time.sleep(0.1)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    for rank, (p, text) in enumerate(zip(procs, outputs, strict=True)):
-        assert p.returncode == 0, f"rank {rank} failed:\n{text[-4000:]}"
+            p.wait()
+    outputs = []
+    for f in files:
+        f.seek(0)
+        outputs.append(f.read())
+        f.close()
+    codes = [p.returncode for p in procs]
+    if why is not None or any(codes):
+        shown = "\n".join(
+            f"--- rank {r} (exit {c}):\n{t[-3000:]}"
+            for r, (c, t) in enumerate(zip(codes, outputs, strict=True))
+        )
+        pytest.fail(f"{why or 'a rank failed'}:\n{shown}")
     return outputs
+
+
+def test_launch_ends_the_waiting_ranks_when_one_fails():
+    # rank 1 fails at once; rank 0 would wait (as at a collective) far beyond the test
+    script = "import os, sys, time; r = os.environ['RANK']; print('rank', r, flush=True); "
+    script += "sys.exit(3) if r == '1' else time.sleep(600)"
+    t0 = time.monotonic()
+    with pytest.raises(pytest.fail.Exception) as err:
+        launch(2, [sys.executable, "-c", script], timeout=60, grace=1)
+    assert time.monotonic() - t0 < 30
+    text = str(err.value)
+    assert "a rank failed" in text and "rank 1 (exit 3)" in text and "rank 0 (exit -9)" in text
 
 
 def step_losses(run_dir):
