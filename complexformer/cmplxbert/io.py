@@ -7,7 +7,8 @@ norms and heads; the real pre-trained weights are the base model's own and are n
 :class:`CmplxBertConfig` under ``"cmplxbert"`` and a description of the base model; files of
 version 1 kept both configs' fields under ``"lora"`` and still load). Both files are
 written atomically (temporary file in the same folder, then :func:`os.replace`), so a crash
-never leaves a half-written adapter.
+never leaves a half-written adapter, and then listed (sha256 and size) in the folder's
+``manifest.json``, which :func:`load_adapters` checks before it reads anything.
 
 "Adapter state" = every parameter of the model except the frozen real base weights, i.e.
 all parameters that are not inside a ``base_layer``, plus those inside one that were made
@@ -16,6 +17,7 @@ trainable (a freshly created MLM head, ``train_heads="full"``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -26,6 +28,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from complexformer._atomic import atomic_output, atomic_write_text
+from complexformer._manifest import FORMAT, MANIFEST, verify_manifest, write_manifest
 
 from .config import ComplexLoRAConfig, split_config_dict
 from .layers import complex_lora_layers
@@ -104,7 +107,20 @@ def save_adapters(
     with atomic_output(out / ADAPTER_WEIGHTS_NAME) as tmp:
         save_file(state, tmp, metadata={"format": "pt"})
     atomic_write_text(out / ADAPTER_CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    _list_in_manifest(out, (ADAPTER_WEIGHTS_NAME, ADAPTER_CONFIG_NAME))
     return out
+
+
+def _list_in_manifest(out: Path, names: tuple[str, ...]) -> None:
+    """Write ``out/manifest.json`` with ``names`` (re-hashed); the entries and fields of a
+    manifest already there (the folder of a saved model) are kept."""
+    meta, listed = {"kind": "adapters"}, set(names)
+    with contextlib.suppress(OSError, ValueError):
+        old = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        if isinstance(old, dict) and old.get("format") == FORMAT:
+            meta = {k: v for k, v in old.items() if k not in ("format", "files")}
+            listed |= {f for f in old.get("files", {}) if (out / f).is_file()}
+    write_manifest(out, sorted(listed), **meta)
 
 
 @dataclass
@@ -121,7 +137,7 @@ def _short(keys: list[str], n: int = 6) -> str:
 
 
 def load_adapters(
-    model: nn.Module, directory: str | os.PathLike, strict: bool = True
+    model: nn.Module, directory: str | os.PathLike, strict: bool = True, verify: bool = True
 ) -> LoadResult:
     """Load adapters written by :func:`save_adapters` into ``model`` (in place).
 
@@ -132,9 +148,13 @@ def load_adapters(
         strict: raise if the file and the model's adapter state have different keys; with
             ``strict=False`` the common keys are loaded (e.g. encoder adapters from MLM
             pre-training into a classification model) and the differences returned.
+        verify: check both files against the folder's ``manifest.json`` first (sha256 and
+            size); False reads them unchecked (adapters saved before manifests existed).
 
     Raises:
         FileNotFoundError: a file is missing.
+        ManifestError: (``verify``) no manifest, or a file changed since the save or not
+            listed in it (named).
         ValueError: a different rank, a shape mismatch, or (strict) missing/unexpected keys.
     """
     d = Path(directory)
@@ -142,6 +162,8 @@ def load_adapters(
     for p in (wpath, cpath):
         if not p.is_file():
             raise FileNotFoundError(f"load_adapters: {p} does not exist")
+    if verify:
+        verify_manifest(d, covers=(ADAPTER_WEIGHTS_NAME, ADAPTER_CONFIG_NAME))
     meta = json.loads(cpath.read_text(encoding="utf-8"))
     saved_cfg, _ = split_config_dict(meta)
     model_cfg = getattr(model, "lora_config", None)

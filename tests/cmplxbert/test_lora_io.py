@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
+from complexformer._manifest import ManifestError, verify_manifest, write_manifest
 from tests.cmplxbert.lora_testlib import batch, tiny_model
 
 pytest.importorskip("transformers")
@@ -39,7 +40,10 @@ def test_lora_save_load_round_trip_into_a_fresh_model(tmp_path):
         y = cb(ids, attention_mask=mask).logits
     save_adapters(cb, tmp_path / "ad")
     files = sorted(p.name for p in (tmp_path / "ad").iterdir())
-    assert files == ["adapter_config.json", "adapter_model.safetensors"]  # no temp leftovers
+    # no temp leftovers; the manifest lists both files
+    assert files == ["adapter_config.json", "adapter_model.safetensors", "manifest.json"]
+    listed = json.loads((tmp_path / "ad" / "manifest.json").read_text())["files"]
+    assert sorted(listed) == files[:2]
     meta = json.loads((tmp_path / "ad" / "adapter_config.json").read_text())
     assert meta["lora"]["r"] == 3 and meta["base_model"]["name"] == "CmplxBERTLoRA_3"
     from safetensors.torch import load_file
@@ -100,6 +104,44 @@ def test_lora_save_load_plain_module(tmp_path):
     load_adapters(other, tmp_path)
     x = torch.randn(3, 4, dtype=torch.complex64)
     assert torch.equal(other(x), net(x))
+
+
+def test_lora_load_refuses_changed_or_unlisted_adapters(tmp_path):
+    torch.manual_seed(0)
+    net = nn.Sequential(ComplexLoRALinear(nn.Linear(4, 4), r=2))
+    _perturb(net)
+    save_adapters(net, tmp_path)
+    fresh = nn.Sequential(ComplexLoRALinear(nn.Linear(4, 4), r=2))
+    before = {k: v.clone() for k, v in fresh.state_dict().items()}
+
+    weights = tmp_path / "adapter_model.safetensors"
+    blob = bytearray(weights.read_bytes())
+    blob[-1] ^= 1  # one bit of one tensor
+    weights.write_bytes(bytes(blob))
+    with pytest.raises(ManifestError, match="adapter_model.safetensors is corrupted"):
+        load_adapters(fresh, tmp_path)
+    assert all(torch.equal(v, before[k]) for k, v in fresh.state_dict().items())  # untouched
+    load_adapters(fresh, tmp_path, verify=False)  # the opt-out reads it as it is
+
+    save_adapters(net, tmp_path)  # saved again: listed again
+    load_adapters(fresh, tmp_path)
+    (tmp_path / "manifest.json").unlink()  # adapters from before manifests, or a stripped one
+    with pytest.raises(ManifestError, match="manifest.json is missing.*verify=False"):
+        load_adapters(fresh, tmp_path)
+
+
+def test_lora_save_keeps_the_entries_of_a_manifest_already_there(tmp_path):
+    (tmp_path / "notes.txt").write_text("a file of the saved model")
+    write_manifest(tmp_path, ["notes.txt"], kind="mine")
+    net = nn.Sequential(ComplexLoRALinear(nn.Linear(4, 4), r=2))
+    save_adapters(net, tmp_path)
+    manifest = verify_manifest(tmp_path)  # every entry holds, the old one included
+    assert manifest["kind"] == "mine"
+    assert sorted(manifest["files"]) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "notes.txt",
+    ]
 
 
 def test_lora_print_trainable_parameters(capsys):
