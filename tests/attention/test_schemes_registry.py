@@ -145,3 +145,30 @@ def test_rotate_qk_equals_rotate(name):
     torch.testing.assert_close(q1, q2, rtol=0, atol=0)
     torch.testing.assert_close(k1, k2, rtol=0, atol=0)
     torch.testing.assert_close(g1, qk.grad, rtol=0, atol=0)
+
+
+def test_rope_tables_kept_on_the_layer_equal_fresh_ones():
+    """The layer's cached tables (views for steps, one-row views for decoding) equal tables
+    computed for the positions, across growth of the table, an in-place change of omega and a
+    change of dtype."""
+    from complexformer.attention.rotary import rope_tables
+
+    attn = CausalSelfAttention(32, 2, "rope")
+    scheme, x = attn.scheme, torch.zeros(1, 2, 1, 16)
+
+    def check(offset, t, x=x):
+        cos, sin = scheme.tables(attn, offset, t, x)
+        want = rope_tables(offset, t, attn.omega, x.device, cos.dtype, "halves")
+        assert cos.shape == (t, 16)
+        assert_close(cos, want[0], rtol=0, atol=0)
+        assert_close(sin, want[1], rtol=0, atol=0)
+
+    check(0, 4)  # the table is built for 4 positions
+    for pos in range(4, 40):  # decoding steps: the table grows (doubling) under them
+        check(pos, 1)
+    check(3, 20)
+    with torch.no_grad():
+        attn.omega.mul_(0.5)  # changed in place: rebuilt
+    check(7, 1)
+    check(2, 5)
+    check(9, 1, x.double())  # another dtype: rebuilt in float64

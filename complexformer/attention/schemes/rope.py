@@ -58,15 +58,17 @@ class RotaryScheme(PositionalScheme):
         Computed once per layer for q and k. With integer positions (the default
         :meth:`positions`) they are views of a table kept on the layer (not a buffer: never
         saved), grown on demand and rebuilt when ``omega`` (moved with the layer) or the dtype
-        change,
-        so training steps and decoding steps compute no angles (as a minimal model's
-        precomputed tables); under ``torch.compile`` they are computed in the graph.
+        change, so training steps and decoding steps compute no angles (as a minimal model's
+        precomputed tables); a decoding step (T = 1) takes a row view made when the table was
+        built. Under ``torch.compile`` they are computed in the graph.
         """
         pos = self.positions(attn, offset, t)
-        pdt, omega = phase_dtype(x), attn.omega
+        pdt = phase_dtype(x)
+        omega = attn._buffers["omega"]  # not attn.omega: Module.__getattr__ is slow per step
         if not isinstance(pos, int) or torch.compiler.is_compiling():
             return rope_tables(pos, t, omega, x.device, pdt, PAIRS)
-        cached = attn.__dict__.get("_rope_table")  # (omega, its version, dtype, cos, sin)
+        # (omega, its version, dtype, cos, sin, one-row views of cos and sin or None)
+        cached = attn.__dict__.get("_rope_table")
         if (
             cached is None
             or cached[0] is not omega  # moved or replaced with the layer
@@ -76,14 +78,14 @@ class RotaryScheme(PositionalScheme):
         ):
             n = max(pos + t, 2 * cached[3].shape[0] if cached is not None else 0)
             cos, sin = rope_tables(0, n, omega, omega.device, pdt, PAIRS)  # (n, D) each
-            cached = (omega, omega._version, pdt, cos, sin)
+            cached = [omega, omega._version, pdt, cos, sin, None]
             attn.__dict__["_rope_table"] = cached
-        last = attn.__dict__.get("_rope_slice")  # the views of the previous call
-        if last is not None and last[0] is cached and last[1] == pos and last[2] == t:
-            return last[3], last[4]
-        cos, sin = cached[3].narrow(0, pos, t), cached[4].narrow(0, pos, t)  # (T, D) each
-        attn.__dict__["_rope_slice"] = (cached, pos, t, cos, sin)
-        return cos, sin
+        if t == 1:  # one view per position, made once per table in one call each
+            rows = cached[5]
+            if rows is None:
+                rows = cached[5] = (cached[3].split(1), cached[4].split(1))  # n of (1, D)
+            return rows[0][pos], rows[1][pos]
+        return cached[3].narrow(0, pos, t), cached[4].narrow(0, pos, t)  # (T, D) each
 
     def rotate(self, attn: nn.Module, q: Tensor, k: Tensor, offset: int) -> tuple[Tensor, Tensor]:
         cos, sin = self.tables(attn, offset, q.shape[-2], q)  # (T, D) each
