@@ -64,7 +64,9 @@ class RotaryScheme(PositionalScheme):
         """
         pos = self.positions(attn, offset, t)
         pdt = phase_dtype(x)
-        omega = attn._buffers["omega"]  # not attn.omega: Module.__getattr__ is slow per step
+        omega = attn._buffers.get("omega")  # not attn.omega: Module.__getattr__ is slow
+        if omega is None:  # a subclass that keeps omega as a parameter or an attribute
+            omega = attn.omega
         if not isinstance(pos, int) or torch.compiler.is_compiling():
             return rope_tables(pos, t, omega, x.device, pdt, PAIRS)
         # (omega, its version, dtype, cos, sin, one-row views of cos and sin or None)
