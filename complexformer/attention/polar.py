@@ -114,15 +114,6 @@ def _pair_views(x: Tensor, dtype: torch.dtype, layout: str) -> tuple[Tensor, Ten
     return x.unflatten(-1, (x.shape[-1] // 2, 2)).unbind(-1)
 
 
-def _atan2_pairs(x: Tensor, dtype: torch.dtype, layout: str) -> tuple[Tensor, Tensor]:
-    """The pairs as atan2 reads them fastest: views for ``"halves"`` (each member's features
-    are contiguous runs, on which atan2 vectorises), contiguous copies for ``"interleaved"``
-    (atan2 on stride-2 views runs about 20 times slower on CPU)."""
-    if layout == "halves":
-        return _pair_views(x, dtype, layout)
-    return split_pairs(x, dtype, layout)
-
-
 class _PolarRotate(torch.autograd.Function):
     """polar_rotate with an analytic backward free of transcendental functions.
 
@@ -153,7 +144,7 @@ class _PolarRotate(torch.autograd.Function):
         out = None if fused else torch.empty_like(x, dtype=pdt, memory_format=_CONTIGUOUS)
         thetas = []
         for t0, t1 in chunks:
-            re, im = _atan2_pairs(x[..., t0:t1, :], pdt, layout)  # (..., t, J) each
+            re, im = split_pairs(x[..., t0:t1, :], pdt, layout)  # (..., t, J) each, contiguous
             lam = torch.addcmul(re * re, im, im).sqrt_()  # eq. 1
             theta = torch.atan2(im, re)  # eq. 2; atan2(0, 0) = 0
             del re, im
