@@ -65,6 +65,13 @@ def test_kv_cache_equals_full_recompute(scheme):
     assert cache.offset == 24
 
 
+def test_a_cache_of_another_depth_is_refused():
+    model = make("rope")
+    n = model.config.n_layer
+    with pytest.raises(ValueError, match=f"the cache has {n + 1} layers, the model {n}"):
+        model(torch.randint(0, V, (1, 4)), cache=KVCache(n + 1))
+
+
 @pytest.mark.parametrize("scheme", ALL)
 def test_generate_with_and_without_cache_agree(scheme):
     model = make(scheme, dtype=torch.float32)
