@@ -118,7 +118,8 @@ class _PolarRotate(torch.autograd.Function):
     """polar_rotate with an analytic backward free of transcendental functions.
 
     Forward keeps x, the output y = (l cos A, l sin A) (which the attention that follows
-    saves anyway; a float32 copy for half-precision x) and, when δ needs a gradient, the
+    saves anyway; a float32 copy for half-precision x), 1/l² (half the size of x; recomputing
+    it in the backward cost three passes over the pairs) and, when δ needs a gradient, the
     phases theta. With upstream gradients (g_c, g_s) of y, s = g_c y_c + g_s y_s = l dL/dl
     and c = g_s y_c - g_c y_s = dL/dA, so
 
@@ -126,7 +127,7 @@ class _PolarRotate(torch.autograd.Function):
         dL/dδ = sum c theta,                    dL/db = sum c,
 
     from the chain rule through l = |x| and A = δ atan2(x_im, x_re) + b + p ω (eq. 1-2, 7).
-    Backward is products and two divisions: no atan2, hypot, cos or sin are recomputed. A
+    Backward is products only: no atan2, hypot, cos or sin are recomputed, nor a division. A
     zero pair (l = 0, so y = 0 and s = c = 0) gets a zero gradient. Both passes run over
     chunks of T so that their temporaries stay small (one chunk under ``torch.compile``,
     which fuses them).
@@ -142,10 +143,13 @@ class _PolarRotate(torch.autograd.Function):
         # y in the phase dtype: the output itself, or (half-precision x) a float32 copy;
         # eager writes it in place (no join), compiled joins (inductor fuses the join)
         out = None if fused else torch.empty_like(x, dtype=pdt, memory_format=_CONTIGUOUS)
-        thetas = []
+        thetas, inv_r2 = [], []
         for t0, t1 in chunks:
             re, im = split_pairs(x[..., t0:t1, :], pdt, layout)  # (..., t, J) each, contiguous
-            lam = torch.addcmul(re * re, im, im).sqrt_()  # eq. 1
+            r2 = torch.addcmul(re * re, im, im)  # l²
+            lam = r2.sqrt()  # eq. 1
+            # 1/l² for the backward, at least the smallest normal l² (a zero pair has s = c = 0)
+            inv_r2.append(r2.clamp_min_(torch.finfo(pdt).tiny).reciprocal_())
             theta = torch.atan2(im, re)  # eq. 2; atan2(0, 0) = 0
             del re, im
             if keep_theta:  # kept for dL/dδ
@@ -166,13 +170,14 @@ class _PolarRotate(torch.autograd.Function):
         theta_all = None
         if keep_theta:
             theta_all = thetas[0] if len(thetas) == 1 else torch.cat(thetas, dim=-2)
-        ctx.save_for_backward(x, delta, bias, out, theta_all)
+        inv_all = inv_r2[0] if len(inv_r2) == 1 else torch.cat(inv_r2, dim=-2)
+        ctx.save_for_backward(x, delta, bias, out, theta_all, inv_all)
         ctx.layout = layout
         return out if out.dtype == x.dtype else out.to(x.dtype)
 
     @staticmethod
     def backward(ctx, grad):
-        x, delta, bias, out, theta_all = ctx.saved_tensors
+        x, delta, bias, out, theta_all, inv_all = ctx.saved_tensors
         layout = ctx.layout
         pdt = phase_dtype(x)
         d = delta.to(pdt).unsqueeze(-2) if delta is not None else None
@@ -193,10 +198,9 @@ class _PolarRotate(torch.autograd.Function):
                 g_bias += c.sum_to_size(g_bias.shape)
             if want_d:
                 g_delta += (c * theta_all[..., t0:t1, :]).sum_to_size(g_delta.shape)
-            # l², at least the smallest normal number: a zero pair has s = c = 0, so 0
-            r2 = torch.addcmul(re * re, im, im).clamp_min_(torch.finfo(pdt).tiny)
-            s = s.div_(r2)
-            c = c.div_(r2).mul_(d) if d is not None else c.div_(r2)
+            inv = inv_all[..., t0:t1, :]  # 1/l², kept from the forward
+            s = s.mul_(inv)
+            c = c.mul_(inv).mul_(d) if d is not None else c.mul_(inv)
             if fused:  # one chunk
                 gx = join_pairs(s * re - c * im, s * im + c * re, layout)
                 continue
@@ -226,7 +230,7 @@ def polar_rotate(
     q'_m . k'_n = sum_j lq lk cos(delta (tq - tk) + b + (m - n) omega) is the CMHA score
     of eq. 8 (before scaling). With delta = 1 and b = 0 this is RoPE (Su et al.) exactly.
     The backward pass is analytic and free of transcendental functions (it keeps x, the
-    output and, for δ's gradient, the phases; see ``_PolarRotate``); under ``torch.compile``
+    output, 1/l² and, for δ's gradient, the phases; see ``_PolarRotate``); under ``torch.compile``
     the same function is traced as one chunk and fused.
 
     Args:
