@@ -26,6 +26,7 @@ __all__ = [
     "TOKENIZER_FILES",
     "ManifestError",
     "sha256_file",
+    "update_manifest",
     "verify_manifest",
     "write_manifest",
 ]
@@ -81,6 +82,30 @@ def write_manifest(directory: str | os.PathLike, files: Iterable[str], **meta: A
     return atomic_write_text(
         d / MANIFEST, json.dumps({"format": FORMAT, **meta, "files": entries}, indent=2) + "\n"
     )
+
+
+def update_manifest(directory: str | os.PathLike, files: Iterable[str], **meta: Any) -> Path:
+    """Record ``files`` (re-hashed) in ``directory/manifest.json``, keeping the other entries
+    and fields of a manifest already there as they are.
+
+    The kept entries are not re-hashed: a file changed since that manifest was written stays
+    refused by :func:`verify_manifest`. Without a readable manifest of this format it is
+    :func:`write_manifest` of ``files`` with ``meta``.
+    """
+    d = Path(directory)
+    files = sorted(files)
+    try:
+        old = json.loads((d / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = None
+    if not isinstance(old, dict) or old.get("format") != FORMAT:
+        return write_manifest(d, files, **meta)
+    kept = old.get("files") if isinstance(old.get("files"), dict) else {}
+    entries = {f: info for f, info in kept.items() if f not in files}
+    entries |= {f: {"sha256": sha256_file(d / f), "bytes": (d / f).stat().st_size} for f in files}
+    fields = {k: v for k, v in old.items() if k not in ("format", "files")}
+    body = {"format": FORMAT, **fields, "files": dict(sorted(entries.items()))}
+    return atomic_write_text(d / MANIFEST, json.dumps(body, indent=2) + "\n")
 
 
 def verify_manifest(

@@ -17,7 +17,6 @@ trainable (a freshly created MLM head, ``train_heads="full"``).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from complexformer._atomic import atomic_output, atomic_write_text
-from complexformer._manifest import FORMAT, MANIFEST, verify_manifest, write_manifest
+from complexformer._manifest import update_manifest, verify_manifest
 
 from .config import ComplexLoRAConfig, split_config_dict
 from .layers import complex_lora_layers
@@ -107,20 +106,9 @@ def save_adapters(
     with atomic_output(out / ADAPTER_WEIGHTS_NAME) as tmp:
         save_file(state, tmp, metadata={"format": "pt"})
     atomic_write_text(out / ADAPTER_CONFIG_NAME, json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    _list_in_manifest(out, (ADAPTER_WEIGHTS_NAME, ADAPTER_CONFIG_NAME))
+    # a manifest already there (a saved model's folder) keeps its other entries as they are
+    update_manifest(out, (ADAPTER_WEIGHTS_NAME, ADAPTER_CONFIG_NAME), kind="adapters")
     return out
-
-
-def _list_in_manifest(out: Path, names: tuple[str, ...]) -> None:
-    """Write ``out/manifest.json`` with ``names`` (re-hashed); the entries and fields of a
-    manifest already there (the folder of a saved model) are kept."""
-    meta, listed = {"kind": "adapters"}, set(names)
-    with contextlib.suppress(OSError, ValueError):
-        old = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-        if isinstance(old, dict) and old.get("format") == FORMAT:
-            meta = {k: v for k, v in old.items() if k not in ("format", "files")}
-            listed |= {f for f in old.get("files", {}) if (out / f).is_file()}
-    write_manifest(out, sorted(listed), **meta)
 
 
 @dataclass

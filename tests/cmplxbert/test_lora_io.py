@@ -142,6 +142,10 @@ def test_lora_save_keeps_the_entries_of_a_manifest_already_there(tmp_path):
         "adapter_model.safetensors",
         "notes.txt",
     ]
+    (tmp_path / "notes.txt").write_text("changed after the save")
+    save_adapters(net, tmp_path)  # saving the adapters again does not bless the change
+    with pytest.raises(ManifestError, match="notes.txt is"):
+        verify_manifest(tmp_path)
 
 
 def test_lora_print_trainable_parameters(capsys):
