@@ -201,27 +201,7 @@ class ComplexFormerLM(nn.Module):
                 f"sequence length {offset + t} exceeds max_seq_len={limit}, the limit of "
                 f"pos_scheme {cfg.pos_scheme!r}; use at most {limit} tokens"
             )
-        x = self.wte(input_ids)  # (B, T, C)
-        x = self.scheme.embed(self, x, offset)  # absolute positions, for schemes that add them
-        if self.training and self.drop.p > 0:
-            x = self.drop(x)
-        # L_con of each layer's queries and keys, computed inside the layer (see
-        # CausalSelfAttention.forward)
-        phase_loss = self.phase_loss if cfg.pcl and self.training else None
-        pcl_total = None
-        layer_caches = cache.layers if cache is not None else [None] * len(self.blocks)
-        if len(layer_caches) != len(self.blocks):
-            raise ValueError(
-                f"the cache has {len(layer_caches)} layers, the model {len(self.blocks)}"
-            )
-        for block, layer_cache in zip(self.blocks, layer_caches, strict=True):
-            x, terms = block(x, layer_cache, phase_loss)
-            if terms is not None:
-                lq, lk = terms
-                pcl_total = lq + lk if pcl_total is None else pcl_total + lq + lk
-        if pcl_total is not None and cfg.pcl_reduce == "mean":
-            pcl_total = pcl_total / (2 * len(self.blocks))  # over layers and q/k sides
-        h = self.ln_f(x)  # (B, T, C)
+        h, pcl_total = self._trunk(input_ids, cache, offset)  # (B, T, C)
         if labels is None:
             return LMOutput(logits=self.lm_head(h), pcl_loss=pcl_total, cache=cache)
         # Next-token targets: the labels shifted left, the last position ignored. Shifting
@@ -243,6 +223,35 @@ class ComplexFormerLM(nn.Module):
         if pcl_total is not None and cfg.pcl_epsilon:
             loss = lm_loss + cfg.pcl_epsilon * pcl_total
         return LMOutput(logits, loss, lm_loss, pcl_total, cache)
+
+    def _trunk(
+        self, input_ids: Tensor, cache: KVCache | None, offset: int
+    ) -> tuple[Tensor, Tensor | None]:
+        """Final hidden states (B, T, C) after ``ln_f`` and the phase loss of every layer (or
+        None): everything of :meth:`forward` but the checks and the head, which
+        :meth:`generate` makes once per call rather than once per token."""
+        cfg = self.config
+        x = self.wte(input_ids)  # (B, T, C)
+        x = self.scheme.embed(self, x, offset)  # absolute positions, for schemes that add them
+        if self.training and self.drop.p > 0:
+            x = self.drop(x)
+        # L_con of each layer's queries and keys, computed inside the layer (see
+        # CausalSelfAttention.forward)
+        phase_loss = self.phase_loss if cfg.pcl and self.training else None
+        pcl_total = None
+        layer_caches = cache.layers if cache is not None else [None] * len(self.blocks)
+        if len(layer_caches) != len(self.blocks):
+            raise ValueError(
+                f"the cache has {len(layer_caches)} layers, the model {len(self.blocks)}"
+            )
+        for block, layer_cache in zip(self.blocks, layer_caches, strict=True):
+            x, terms = block(x, layer_cache, phase_loss)
+            if terms is not None:
+                lq, lk = terms
+                pcl_total = lq + lk if pcl_total is None else pcl_total + lq + lk
+        if pcl_total is not None and cfg.pcl_reduce == "mean":
+            pcl_total = pcl_total / (2 * len(self.blocks))  # over layers and q/k sides
+        return self.ln_f(x), pcl_total
 
     def phase_loss(self, phases: tuple[Tensor, Tensor], weight: Tensor) -> tuple[Tensor, Tensor]:
         """L_con of one layer: the InfoNCE of its query phases and that of its key phases."""
@@ -305,8 +314,11 @@ class ComplexFormerLM(nn.Module):
         with eval_mode(self):
             for _ in range(max_new_tokens):
                 step_input = ids[:, end - 1 : end] if use_cache and end > t0 else ids[:, :end]
-                out = self(step_input, cache=cache)
-                nxt = sample_next(out.logits[:, -1], temperature, top_k, top_p, gen)
+                # the trunk without forward's per-call checks (made above), the head on the
+                # last position only
+                offset = cache.offset if cache is not None else 0
+                h, _ = self._trunk(step_input, cache, offset)  # (B, T, C)
+                nxt = sample_next(self.lm_head(h[:, -1]), temperature, top_k, top_p, gen)
                 if eos_token_id is not None:
                     nxt = torch.where(finished, torch.full_like(nxt, eos_token_id), nxt)
                     finished |= nxt == eos_token_id

@@ -73,6 +73,20 @@ def test_a_cache_of_another_depth_is_refused():
 
 
 @pytest.mark.parametrize("scheme", ALL)
+def test_greedy_generate_equals_a_loop_over_forward(scheme):
+    """generate's step (the trunk and the head of the last position) picks the tokens that
+    the argmax of forward's full logits picks, for every scheme."""
+    model = make(scheme).eval()
+    ids = torch.randint(0, V, (2, 3))
+    want = ids
+    with torch.no_grad():
+        for _ in range(10):
+            nxt = model(want).logits[:, -1].argmax(-1, keepdim=True)
+            want = torch.cat([want, nxt], dim=1)
+    assert torch.equal(model.generate(ids, 10, temperature=0.0), want)
+
+
+@pytest.mark.parametrize("scheme", ALL)
 def test_generate_with_and_without_cache_agree(scheme):
     model = make(scheme, dtype=torch.float32)
     prompt = torch.randint(0, V, (2, 3))
