@@ -288,6 +288,10 @@ class ComplexFormerLM(nn.Module):
 
         Returns:
             (B, T + n) ids, n <= max_new_tokens.
+
+        Each step runs the model's trunk and the head of the last position directly, not
+        ``self(...)``: hooks registered on the model itself do not run (those on its blocks
+        and layers do).
         """
         check_sampling_args(temperature, top_p, top_k)
         if max_new_tokens < 0:
