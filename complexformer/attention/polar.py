@@ -85,13 +85,19 @@ def polar_components(
 
 
 _CHUNK_ELEMS = 1 << 20  # elements of x per chunk of the polar rotation (bounds temporaries)
+# On CPU smaller chunks keep each chunk's chain of elementwise passes in a core's L2 cache
+# (temporaries of 64k floats, 256 KiB): the rotation of q and k at (1, 8, 1024, 64) took
+# 7.7 ms against 9.0-9.7 ms with 2**20 (2**18: 8.5-9.1, 2**16: 7.8-7.9, 2**15: 8.6).
+_CHUNK_ELEMS_CPU = 1 << 17
 
 
 def _t_chunks(x: Tensor) -> list[tuple[int, int]]:
-    """Ranges over the T dimension of x (..., T, D) with about _CHUNK_ELEMS elements each."""
+    """Ranges over the T dimension of x (..., T, D) with about _CHUNK_ELEMS elements each
+    (_CHUNK_ELEMS_CPU on CPU)."""
     t = x.shape[-2]
     per_row = max(1, x.numel() // max(t, 1))
-    step = max(1, _CHUNK_ELEMS // per_row)
+    budget = _CHUNK_ELEMS_CPU if x.device.type == "cpu" else _CHUNK_ELEMS
+    step = max(1, budget // per_row)
     return [(i, min(i + step, t)) for i in range(0, t, step)]
 
 

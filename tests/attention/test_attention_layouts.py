@@ -71,7 +71,7 @@ def test_chunked_rotation_equals_unchunked(monkeypatch):
     q.requires_grad_()
     out1 = polar_rotate(q, delta, bias, 0, om)
     (g1,) = torch.autograd.grad(out1.sum(), q)
-    monkeypatch.setattr(polar_mod, "_CHUNK_ELEMS", 100)  # many chunks of a few rows
+    monkeypatch.setattr(polar_mod, "_CHUNK_ELEMS_CPU", 100)  # many chunks of a few rows
     out2 = polar_rotate(q, delta, bias, 0, om)
     (g2,) = torch.autograd.grad(out2.sum(), q)
     assert_close(out1, out2, atol=0, rtol=0)
@@ -123,7 +123,7 @@ def test_delta_and_bias_gradients_sum_over_every_t_chunk(layout):
     import complexformer.attention.polar as polar_mod
 
     b, h, d = 1, 2, 4
-    t = 3 * polar_mod._CHUNK_ELEMS // (b * h * d) + 5  # three full chunks and a short one
+    t = 3 * polar_mod._CHUNK_ELEMS_CPU // (b * h * d) + 5  # three full chunks and a short one
     g = torch.Generator().manual_seed(7)
     x = torch.randn(b, h, t, d, generator=g, dtype=torch.float64)
     delta = 1.0 + 0.5 * torch.randn(h, d // 2, generator=g, dtype=torch.float64)
@@ -218,7 +218,7 @@ def test_join_pairs_stacks_other_dtypes():
 def test_t_chunks_cover_t_in_bounded_steps():
     import complexformer.attention.polar as polar_mod
 
-    n = polar_mod._CHUNK_ELEMS  # 2**20
+    n = polar_mod._CHUNK_ELEMS_CPU  # 2**17 on CPU
     rows = n // 384  # 384 elements per row
     big = torch.zeros(1).expand(2, 3, rows + 100, 64)
     assert polar_mod._t_chunks(big) == [(0, rows), (rows, rows + 100)]
@@ -227,3 +227,7 @@ def test_t_chunks_cover_t_in_bounded_steps():
     assert polar_mod._t_chunks(torch.zeros(1, 5, 8)) == [(0, 5)]
     assert polar_mod._t_chunks(torch.zeros(1, 1, 8)) == [(0, 1)]
     assert polar_mod._t_chunks(torch.zeros(2, 0, 8)) == []
+    # off the CPU (no cache blocking, fewer launches) the budget is _CHUNK_ELEMS
+    rows = polar_mod._CHUNK_ELEMS // 384
+    meta = torch.empty(2, 3, rows + 100, 64, device="meta")
+    assert polar_mod._t_chunks(meta) == [(0, rows), (rows, rows + 100)]
