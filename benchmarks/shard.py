@@ -75,6 +75,7 @@ def _worker(mode: str, out: str) -> None:
     if rank == 0:
         Path(out).write_text(json.dumps(rows))
     if world > 1:
+        tdist.barrier()  # every rank done before any tears the group down
         tdist.destroy_process_group()
 
 

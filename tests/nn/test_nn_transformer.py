@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 
 import pytest
 import torch
@@ -177,6 +178,7 @@ def _ddp_worker(rank: int, world: int, port: int, out_path: str) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    done = False
     try:
         model, src, tgt = _make_model_and_data()
         ddp = DDP(model)
@@ -188,7 +190,10 @@ def _ddp_worker(rank: int, world: int, port: int, out_path: str) -> None:
         opt.step()
         if rank == 0:
             torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, out_path)
+        done = True
     finally:
+        if done:  # both ranks finished before either tears the group down (a rank that
+            dist.barrier()  # destroyed it while the other still wrote once hung the other)
         dist.destroy_process_group()
 
 
@@ -203,7 +208,13 @@ def test_nn_ddp_two_processes_match_one_process():
     opt.step()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "ddp_state.pt")
-        mp.spawn(_ddp_worker, args=(2, free_local_port(), path), nprocs=2, join=True)
+        ctx = mp.spawn(_ddp_worker, args=(2, free_local_port(), path), nprocs=2, join=False)
+        deadline = time.monotonic() + 120
+        while not ctx.join(timeout=1):  # raises if a rank failed
+            if time.monotonic() > deadline:
+                for proc in ctx.processes:
+                    proc.kill()
+                pytest.fail("the two DDP processes did not finish within 120 s")
         ddp_state = torch.load(path)
     changed = 0
     for k, v in model.state_dict().items():
