@@ -14,6 +14,7 @@ the step -- so the data position of a checkpoint is just its step.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import math
 import random
@@ -246,6 +247,12 @@ class Trainer:
                         self.metrics.close()
                 return self.finish()
         finally:
+            # The DDP wrapper's reducer holds the process group. Freed after the group was
+            # destroyed, it would destroy the group itself with the GIL held while a gloo
+            # worker thread waits for the GIL to free its last work: a hang at exit (seen
+            # in the ranks of a finished run). Drop it while the group is still registered.
+            self.train_model = None
+            gc.collect()
             cleanup_distributed(self.dist)
 
     # ---------------------------------------------------------------------------- setup

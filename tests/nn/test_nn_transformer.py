@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 import time
@@ -178,7 +179,7 @@ def _ddp_worker(rank: int, world: int, port: int, out_path: str) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    done = False
+    done, ddp, opt, loss = False, None, None, None
     try:
         model, src, tgt = _make_model_and_data()
         ddp = DDP(model)
@@ -192,8 +193,12 @@ def _ddp_worker(rank: int, world: int, port: int, out_path: str) -> None:
             torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, out_path)
         done = True
     finally:
-        if done:  # both ranks finished before either tears the group down (a rank that
-            dist.barrier()  # destroyed it while the other still wrote once hung the other)
+        # the DDP reducer holds the process group: freed after the group is destroyed, it
+        # destroys the group with the GIL held while a gloo thread waits for the GIL (a hang)
+        ddp = opt = loss = None
+        gc.collect()
+        if done:
+            dist.barrier()
         dist.destroy_process_group()
 
 
