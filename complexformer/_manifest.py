@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ._atomic import atomic_write_text
+from ._safe_paths import read_text
 
 __all__ = [
     "FORMAT",
@@ -67,6 +68,15 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def _write(d: Path, meta: dict[str, Any], entries: dict[str, Any]) -> Path:
+    body = {"format": FORMAT, **meta, "files": dict(sorted(entries.items()))}
+    return atomic_write_text(d / MANIFEST, json.dumps(body, indent=2) + "\n")
+
+
+def _entries(d: Path, files: Iterable[str]) -> dict[str, dict[str, Any]]:
+    return {f: {"sha256": sha256_file(d / f), "bytes": (d / f).stat().st_size} for f in files}
+
+
 def write_manifest(directory: str | os.PathLike, files: Iterable[str], **meta: Any) -> Path:
     """Write ``directory/manifest.json`` listing ``files`` (names inside ``directory``).
 
@@ -76,12 +86,7 @@ def write_manifest(directory: str | os.PathLike, files: Iterable[str], **meta: A
         **meta: further JSON fields (``step`` for checkpoints, ``kind`` ...).
     """
     d = Path(directory)
-    entries = {
-        f: {"sha256": sha256_file(d / f), "bytes": (d / f).stat().st_size} for f in sorted(files)
-    }
-    return atomic_write_text(
-        d / MANIFEST, json.dumps({"format": FORMAT, **meta, "files": entries}, indent=2) + "\n"
-    )
+    return _write(d, meta, _entries(d, files))
 
 
 def update_manifest(directory: str | os.PathLike, files: Iterable[str], **meta: Any) -> Path:
@@ -89,23 +94,20 @@ def update_manifest(directory: str | os.PathLike, files: Iterable[str], **meta: 
     and fields of a manifest already there as they are.
 
     The kept entries are not re-hashed: a file changed since that manifest was written stays
-    refused by :func:`verify_manifest`. Without a readable manifest of this format it is
-    :func:`write_manifest` of ``files`` with ``meta``.
+    refused by :func:`verify_manifest`. Without a readable manifest of this format (a link in
+    its place is not read) it is :func:`write_manifest` of ``files`` with ``meta``.
     """
     d = Path(directory)
-    files = sorted(files)
+    files = set(files)
     try:
-        old = json.loads((d / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        old = json.loads(read_text(d / MANIFEST))
+    except (OSError, ValueError):  # missing, a link, unreadable or not JSON
         old = None
     if not isinstance(old, dict) or old.get("format") != FORMAT:
         return write_manifest(d, files, **meta)
     kept = old.get("files") if isinstance(old.get("files"), dict) else {}
-    entries = {f: info for f, info in kept.items() if f not in files}
-    entries |= {f: {"sha256": sha256_file(d / f), "bytes": (d / f).stat().st_size} for f in files}
-    fields = {k: v for k, v in old.items() if k not in ("format", "files")}
-    body = {"format": FORMAT, **fields, "files": dict(sorted(entries.items()))}
-    return atomic_write_text(d / MANIFEST, json.dumps(body, indent=2) + "\n")
+    entries = {f: info for f, info in kept.items() if f not in files} | _entries(d, files)
+    return _write(d, {k: v for k, v in old.items() if k not in ("format", "files")}, entries)
 
 
 def verify_manifest(

@@ -251,8 +251,9 @@ class Trainer:
             # destroyed, it would destroy the group itself with the GIL held while a gloo
             # worker thread waits for the GIL to free its last work: a hang at exit (seen
             # in the ranks of a finished run). Drop it while the group is still registered.
-            self.train_model = None
-            gc.collect()
+            if self.dist.distributed:
+                self.train_model = None
+                gc.collect()
             cleanup_distributed(self.dist)
 
     # ---------------------------------------------------------------------------- setup

@@ -10,6 +10,7 @@ from torch import nn
 from torch.testing import assert_close
 
 from complexformer._manifest import ManifestError, verify_manifest, write_manifest
+from complexformer._safe_paths import SymlinkRefusedError
 from tests.cmplxbert.lora_testlib import batch, tiny_model
 
 pytest.importorskip("transformers")
@@ -146,6 +147,22 @@ def test_lora_save_keeps_the_entries_of_a_manifest_already_there(tmp_path):
     save_adapters(net, tmp_path)  # saving the adapters again does not bless the change
     with pytest.raises(ManifestError, match="notes.txt is"):
         verify_manifest(tmp_path)
+
+
+def test_lora_save_over_a_planted_manifest_link_leaves_its_target_alone(tmp_path):
+    outside = tmp_path / "outside.json"
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "notes.txt").write_text("x")
+    write_manifest(tmp_path / "elsewhere", ["notes.txt"], kind="mine")
+    outside.write_bytes((tmp_path / "elsewhere" / "manifest.json").read_bytes())
+    before = outside.read_bytes()
+    ad = tmp_path / "ad"
+    ad.mkdir()
+    (ad / "manifest.json").symlink_to(outside)
+    with pytest.raises(SymlinkRefusedError, match="manifest.json is a symbolic link"):
+        save_adapters(nn.Sequential(ComplexLoRALinear(nn.Linear(4, 4), r=2)), ad)
+    assert outside.read_bytes() == before  # not written through
+    assert (ad / "manifest.json").is_symlink()  # refused, left as it was
 
 
 def test_lora_print_trainable_parameters(capsys):
