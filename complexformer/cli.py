@@ -27,6 +27,7 @@ from ._cli import (
     check_required,
     rewrite_deprecated_command,
 )
+from ._optional import missing_extra
 
 _EPILOG_TRAIN = """\
 examples:
@@ -145,7 +146,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                 else ""
             )
         )
-    require("transformers", "hf", "complexformer export")
+    require("transformers", "hf", "an export for transformers")
     from .hf.export import export_run
 
     with cpu_settings(args.threads):
@@ -384,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, KeyError, ImportError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         msg = getattr(e, "cli_message", msg)  # an error that knows the command line's flags
+        if isinstance(e, ImportError):  # an optional package: name the extra that installs it
+            msg = missing_extra(e, f"`complexformer {args.command}`") or msg
         print(f"complexformer {args.command}: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .._manifest import MANIFEST
 from ..cmplxbert.loading import CMPLXBERT_FILE, is_cmplxbert_dir
-from ..hf.export import is_export_dir
+from ..hf.markers import is_export_dir
 from ..lm.run import is_model_dir
 from ..models.lm import CONFIG_NAME
 from ..retrofit.io import ADAPTATION_CONFIG, find_adaptation_dir

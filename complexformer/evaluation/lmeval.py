@@ -249,8 +249,10 @@ class LmEvalSuite(Suite):
 
     def compute(self, run: Any, data: dict[str, Any]) -> dict[str, Any]:
         # the export needs transformers: imported here, so that declaring the suite (and
-        # building the evaluate parser) does not import it
-        from ..hf.export import is_export_dir, save_hf
+        # building the evaluate parser) does not import it; the harness is checked first
+        require("lm_eval", "lmeval", "the lm-eval suite")
+        from ..hf.export import save_hf
+        from ..hf.markers import is_export_dir
 
         source = getattr(run, "source", None)
         with tempfile.TemporaryDirectory(prefix="complexformer-lmeval-") as tmp:

@@ -28,13 +28,14 @@ from transformers import PreTrainedTokenizerFast
 
 from .._atomic import atomic_dir, atomic_write_text
 from .._manifest import MANIFEST, write_manifest
-from .._safe_paths import read_text, refuse_link
+from .._safe_paths import refuse_link
 from ..data.tokenizer import META_FILE as TOKENIZER_META
 from ..data.tokenizer import Tokenizer
 from ..lm import load_run
 from ..models.config import HF_NAMES, GPTConfig
 from ..models.lm import ComplexFormerLM
 from .configuration_complexformer import POS_SCHEMES, ComplexFormerConfig
+from .markers import EXPORT_KIND, is_export_dir
 from .modeling_complexformer import ComplexFormerForCausalLM
 
 __all__ = [
@@ -46,9 +47,6 @@ __all__ = [
     "save_hf",
     "to_hf_model",
 ]
-
-#: The ``kind`` of an export's manifest.
-EXPORT_KIND = "hf-model"
 
 
 def hf_config(config: GPTConfig, tokenizer: Tokenizer | None = None) -> ComplexFormerConfig:
@@ -106,16 +104,6 @@ def hf_tokenizer(
             setattr(tok, name, eos)
     tok.padding_side = "left"
     return tok
-
-
-def is_export_dir(path: str | os.PathLike) -> bool:
-    """Whether ``path`` holds a manifest of kind :data:`EXPORT_KIND` (a regular file: a
-    symbolic link there is not read)."""
-    mpath = Path(path) / MANIFEST
-    try:
-        return json.loads(read_text(mpath)).get("kind") == EXPORT_KIND
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 def _check_target(out: Path) -> None:
