@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,41 @@ def _one_thread(request):
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+# ---------------------------------------------------------------- the README's test count
+#: benchmarks.install's record, whose count of fast tests the README shows.
+INSTALL_RECORD = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "install.json"
+_STALE_COUNT = pytest.StashKey[str]()
+
+
+def _whole_suite(config) -> bool:
+    """Whether this session runs the default selection: every test folder, no -k, no paths."""
+    args = [a for a in config.args if not a.startswith("-")]
+    return (
+        args in ([], [str(Path(config.rootpath) / "tests")], ["tests"])
+        and not config.getoption("keyword")
+        and config.getoption("markexpr") == "not slow"
+        and not config.getoption("deselect")
+    )
+
+
+def pytest_collection_finish(session):
+    """Fail the session when the README's count of fast tests is not the suite's."""
+    if not _whole_suite(session.config) or not INSTALL_RECORD.is_file():
+        return
+    recorded = json.loads(INSTALL_RECORD.read_text(encoding="utf-8"))["ratios"]["fast_tests"]
+    if recorded != len(session.items):
+        session.config.stash[_STALE_COUNT] = (
+            f"the README shows {recorded} fast tests (benchmarks/results/install.json) but the "
+            f"suite collects {len(session.items)}: run `python -m benchmarks.install` and "
+            "`make bench-docs`, or correct ratios.fast_tests there"
+        )
+
+
+def pytest_sessionfinish(session, exitstatus):
+    message = session.config.stash.get(_STALE_COUNT, None)
+    if message is not None:
+        session.config.get_terminal_writer().line(f"\nFAILED stale README: {message}", red=True)
+        if session.exitstatus == 0:
+            session.exitstatus = 1

@@ -11,7 +11,9 @@ with the PASS/FAIL verdicts of the targets declared in :mod:`benchmarks.render.t
     python -m benchmarks.render --stdout    # print the sections, write nothing
 
 One renderer per benchmark (``render(payload, raw) -> markdown``), registered in
-:data:`RENDERERS` in the order of the sections in the docs.
+:data:`RENDERERS` in the order of the sections in the docs. When every section is rendered
+(no NAME given), the README's install-time and "Measured here" tables are rendered too
+(:mod:`benchmarks.render.readme`), and ``--check`` covers them.
 """
 
 from __future__ import annotations
@@ -25,15 +27,23 @@ from typing import Any
 
 from complexformer._atomic import atomic_write_text
 
-from . import attention, cbert, complex_attention, retrofit, shard, train
+from . import attention, cbert, complex_attention, readme, retrofit, shard, train
 from ._format import replace_section
 from .targets import target_lines
 
-__all__ = ["RENDERERS", "load_record", "main", "render_docs", "render_section"]
+__all__ = [
+    "RENDERERS",
+    "load_record",
+    "main",
+    "render_docs",
+    "render_readme",
+    "render_section",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 DOCS_MD = REPO_ROOT / "docs" / "benchmarks.md"
+README_MD = REPO_ROOT / "README.md"
 
 RENDERERS: dict[str, Callable[[dict[str, Any], str], str]] = {
     "attention": attention.render,
@@ -95,6 +105,14 @@ def render_docs(
     return text, used
 
 
+def render_readme(text: str, results_dir: str | Path) -> str:
+    """``text`` (the README) with its tables of :data:`readme.SECTIONS` re-rendered."""
+    results = readme.load_results(results_dir)
+    for name in readme.SECTIONS:
+        text = replace_section(text, name, readme.render(name, results))
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.render",
@@ -119,6 +137,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=str(DOCS_MD),
         metavar="PATH",
         help="markdown file to update; created if missing (default: docs/benchmarks.md).",
+    )
+    p.add_argument(
+        "--readme",
+        default=str(README_MD),
+        metavar="PATH",
+        help="README whose install and measured tables are rendered when no NAME is given "
+        "(default: README.md).",
     )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
@@ -147,15 +172,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     for payload in used.values():
         for line in target_lines(payload):
             print(f"{payload['benchmark']}: {line.removeprefix('- ').replace('**', '')}")
+    pairs = [(docs, old, new)]
+    if not args.names:
+        path = Path(args.readme)
+        text = path.read_text(encoding="utf-8")
+        pairs.append((path, text, render_readme(text, args.results)))
     if args.check:
-        if new != old:
-            print(f"{docs} is out of date with {args.results}; run `make bench-docs`")
+        stale = [str(path) for path, before, after in pairs if before != after]
+        if stale:
+            print(f"{', '.join(stale)} out of date with {args.results}; run `make bench-docs`")
             return 1
-        print(f"{docs} matches {args.results} ({', '.join(used)})")
+        print(f"{', '.join(str(p) for p, _, _ in pairs)} match {args.results}")
         return 0
-    if new != old:
-        atomic_write_text(docs, new)
-    print(f"rendered {', '.join(used) or 'nothing'} into {docs}")
+    for path, before, after in pairs:
+        if before != after:
+            atomic_write_text(path, after)
+    print(f"rendered {', '.join(used) or 'nothing'} into {', '.join(str(p) for p, _, _ in pairs)}")
     return 0
 
 

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.render import DOCS_MD, RESULTS_DIR, load_record, main, render_docs
+from benchmarks.install import parse_perplexity, parse_pytest_summary
+from benchmarks.render import (
+    DOCS_MD,
+    README_MD,
+    RESULTS_DIR,
+    load_record,
+    main,
+    render_docs,
+    render_readme,
+)
 from benchmarks.render import attention as render_attention
 from benchmarks.render import train as render_train
 from benchmarks.render._format import replace_section
@@ -189,13 +198,40 @@ def test_committed_records_reproduce_the_docs():
     assert new == text
 
 
+def test_committed_records_reproduce_the_readme():
+    """The README's install and "Measured here" tables are the committed records' rendering."""
+    text = README_MD.read_text(encoding="utf-8")
+    assert render_readme(text, RESULTS_DIR) == text, "run `make bench-docs`"
+    assert "<!-- measured:start -->\n| what | result |" in text
+
+
+def test_install_parsers_read_make_run_and_pytest_output():
+    out = "step 400\nvalidation perplexity: 151.79\nrun directory: /x\n"
+    assert parse_perplexity(out) == 151.79 and parse_perplexity("nothing") is None
+    line = "1842 passed, 1 skipped, 15 deselected in 366.12s (0:06:06)"
+    assert parse_pytest_summary(f"....\n{line}\n") == {
+        "passed": 1842,
+        "skipped": 1,
+        "deselected": 15,
+    }
+    failed = "==== 2 failed, 1840 passed, 1 skipped, 15 deselected in 400.00s ===="
+    assert parse_pytest_summary(failed) == {
+        "failed": 2,
+        "passed": 1840,
+        "skipped": 1,
+        "deselected": 15,
+    }
+
+
 def test_main_writes_and_checks(tmp_path: Path, capsys):
     results = tmp_path / "results"
     results.mkdir()
     (results / "train.json").write_text(json.dumps(train_payload()))
     docs = tmp_path / "bench.md"
     docs.write_text("# Bench\n\nprose kept\n")
-    args = ["--results", str(results), "--docs", str(docs)]
+    readme = tmp_path / "README.md"
+    readme.write_text("# Project\n")
+    args = ["--results", str(results), "--docs", str(docs), "--readme", str(readme)]
     assert main([*args, "--check"]) == 1
     assert docs.read_text() == "# Bench\n\nprose kept\n"  # --check writes nothing
     assert main(args) == 0
@@ -203,6 +239,7 @@ def test_main_writes_and_checks(tmp_path: Path, capsys):
     assert text.startswith("# Bench\n\nprose kept\n\n<!-- train:start -->\n")
     assert "| train (eager) | rope | B=8, T=512 | 1,280.0 | 3,200 | 1.00x |" in text
     assert main([*args, "--check"]) == 0
+    assert "<!-- measured:start -->" in readme.read_text()  # the README's tables too
     with pytest.raises(SystemExit, match="no record"):
         main([*args, "cbert"])
     assert "FAIL training tokens/s cmha/rope" in capsys.readouterr().out
