@@ -51,6 +51,7 @@ import itertools
 import json
 import math
 import os
+import select
 import signal
 import site
 import subprocess
@@ -70,6 +71,7 @@ from .isolation import (
     WORK_DIR,
     bwrap_command,
     cgroup_parent,
+    filter_pipe,
     force_rmtree,
     memory_cgroup_parent,
     memory_report,
@@ -80,6 +82,7 @@ from .isolation import (
     set_memory_limit,
     sweep_dead_owners,
 )
+from .seccomp import socket_filter
 
 __all__ = [
     "RunningProgram",
@@ -162,8 +165,10 @@ def sandbox_capabilities() -> dict[str, Any]:
     Returns:
         ``platform``; ``bwrap`` (path of a working bubblewrap, or None); ``isolation``
         (``"bwrap"``: operating-system isolation of :mod:`.isolation`, or ``"none"``);
-        ``uid`` (the user programs run as: 65534 under bwrap, else ``euid``); ``unshare``
-        (the command prefix used without bwrap, empty if none works); ``namespaces``
+        ``seccomp`` (whether bubblewrap loads the filter of :mod:`.seccomp`: sockets of the
+        Unix family only, no ``io_uring``); ``uid`` (the user programs run as: 65534 under
+        bwrap, else ``euid``); ``unshare`` (the command prefix used without bwrap, empty if
+        none works); ``namespaces``
         (those in force: ``user``, ``mount``, ``pid``, ``net``, ``ipc``, ``uts``);
         ``unshare_namespaces`` (those of the ``unshare`` prefix);
         ``cgroup`` (parent directory of the per-run ``pids`` cgroups, or None);
@@ -180,7 +185,11 @@ def sandbox_capabilities() -> dict[str, Any]:
     with _caps_lock:
         if _caps is None:
             posix = os.name == "posix"
-            bwrap = probe_bwrap(site_package_dirs()) if posix else None
+            program = socket_filter() if posix else None
+            bwrap = probe_bwrap(site_package_dirs(), program) if program else None
+            if bwrap is None:  # no filter for this machine, or one the kernel refused
+                program = None
+                bwrap = probe_bwrap(site_package_dirs()) if posix else None
             prefix, spaces = probe_unshare() if posix else ([], [])
             cgroup = cgroup_parent() if posix else None
             memory = memory_cgroup_parent() if posix else None
@@ -197,6 +206,7 @@ def sandbox_capabilities() -> dict[str, Any]:
                 "platform": sys.platform,
                 "bwrap": bwrap,
                 "isolation": "bwrap" if bwrap else "none",
+                "seccomp": bool(bwrap and program),
                 "uid": SANDBOX_UID if bwrap else (os.geteuid() if posix else None),
                 "unshare": prefix,
                 "namespaces": spaces,
@@ -231,6 +241,8 @@ def _layers(caps: dict[str, Any]) -> list[str]:
             "read-only minimal file system, private tmpfs work directory, fresh /proc",
             "cleared environment, --die-with-parent",
         ]
+        if caps.get("seccomp"):
+            layers.append("seccomp filter: sockets of the Unix family only, no io_uring")
     elif caps["namespaces"]:
         layers.append("unshare namespaces: " + ", ".join(caps["namespaces"]))
     if caps["process_limit"] != "none":
@@ -399,16 +411,60 @@ def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
         delay = min(delay * 2, 0.02)
 
 
-def _tail(path: str, limit: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 4 * limit))
-            data = f.read()
-    except OSError:
-        return ""
-    return data.decode("utf-8", errors="replace")[-limit:]
+#: bytes of each of stdout and stderr kept while a program runs (the tails reported)
+OUTPUT_KEPT = 1 << 18
+
+
+class _Output(threading.Thread):
+    """Reads a program's stdout and stderr pipes while it runs, keeping the last
+    :data:`OUTPUT_KEPT` bytes of each; a stream that passed ``cap`` bytes is closed (its
+    writer gets ``EPIPE``, as ``RLIMIT_FSIZE`` would give ``EFBIG`` on a file). Nothing of a
+    program's output reaches a disk, and ``fallocate`` on a pipe fails."""
+
+    def __init__(self, fds: dict[str, int], cap: int) -> None:
+        super().__init__(name="sandbox-output", daemon=True)
+        self.fds, self.cap = dict(fds), cap
+        self.tails = {name: bytearray() for name in fds}
+        self.sizes = dict.fromkeys(fds, 0)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        poll = select.poll()
+        names = {fd: name for name, fd in self.fds.items()}
+        for fd in names:
+            poll.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        try:
+            while names and not self.stop.is_set():
+                for fd, _ in poll.poll(100):
+                    name = names[fd]
+                    try:
+                        chunk = os.read(fd, 1 << 16)
+                    except OSError:
+                        chunk = b""
+                    self.sizes[name] += len(chunk)
+                    tail = self.tails[name]
+                    tail += chunk
+                    if len(tail) > OUTPUT_KEPT:
+                        del tail[:-OUTPUT_KEPT]
+                    if not chunk or self.sizes[name] >= self.cap:
+                        poll.unregister(fd)
+                        del names[fd]
+                        os.close(fd)
+        finally:
+            for fd in names:
+                os.close(fd)
+
+    def text(self, name: str, limit: int) -> str:
+        """The last ``limit`` characters of stream ``name`` (after the thread ended)."""
+        data = bytes(self.tails[name][-4 * limit :])
+        return data.decode("utf-8", errors="replace")[-limit:]
+
+    def close(self, wait: float = 2.0) -> None:
+        """Wait until every writer is gone (at most ``wait`` seconds), then stop."""
+        if self.is_alive():
+            self.join(wait)
+            self.stop.set()
+            self.join()
 
 
 def _status(rc: int, stderr: str, timed_out: bool) -> str:
@@ -501,6 +557,7 @@ class RunningProgram:
         self.cgroups: list[str] = []
         self.memory_cgroup: str | None = None
         self.error: str | None = None
+        self.output: _Output | None = None
 
     def _result(self, status: str, stderr: str) -> SandboxResult:
         return SandboxResult(status, None, "", stderr, time.monotonic() - self.t0, self.sandbox_id)
@@ -525,8 +582,10 @@ class RunningProgram:
                     self.memory_cgroup, self.caps["memory_cgroup_version"]
                 )
             self._remove_cgroups()
-            out = _tail(os.path.join(self.root, "stdout"), output_limit)
-            err = _tail(os.path.join(self.root, "stderr"), output_limit)
+            out = err = ""
+            if self.output is not None:
+                self.output.close()
+                out, err = (self.output.text(n, output_limit) for n in ("stdout", "stderr"))
             status = _status(rc, err, timed_out)
             if oom_kills and status == "failed":
                 status = "memory"  # the cgroup's OOM killer ended a process of the run
@@ -540,6 +599,8 @@ class RunningProgram:
             _kill_group(self.proc.pid)
             self.proc.wait()
         self._remove_cgroups()
+        if self.output is not None:
+            self.output.close()
         force_rmtree(self.root)
 
     def _remove_cgroups(self) -> None:
@@ -566,7 +627,14 @@ def _resolve_caps(isolation: str) -> dict[str, Any]:
             plimit = "none"
         else:
             plimit = "rlimit" if "user" in spaces else "rlimit-approximate"
-        caps = dict(caps, bwrap=None, isolation="none", namespaces=spaces, process_limit=plimit)
+        caps = dict(
+            caps,
+            bwrap=None,
+            isolation="none",
+            seccomp=False,
+            namespaces=spaces,
+            process_limit=plimit,
+        )
     return caps
 
 
@@ -704,34 +772,46 @@ def start_program(
             MARKER_VAR: sandbox_id,
         }
         args = ["-I", "-S", "-B", "-c", _prelude(), json.dumps(cfg)]
-        if bwrap:
-            size = 4 * (int(max_file_size_mb) << 20)
-            cmd = bwrap_command(bwrap, program, env, cfg["site_packages"], size) + args
-            if procs:  # join the cgroups as root, before bwrap drops to uid 65534
-                cmd = ["/bin/sh", "-c", _JOIN, "sh", *procs, "--", *cmd]
-            outer_env = {k: env[k] for k in ("PATH", "LANG", "LC_ALL", MARKER_VAR)}
-            cwd = run.root
-        else:
-            cmd = [*caps["unshare"], sys.executable, *args]
-            outer_env, cwd = env, work
-        with (
-            open(os.path.join(run.root, "stdout"), "wb") as out,
-            open(os.path.join(run.root, "stderr"), "wb") as err,
-        ):
+        ends: list[int] = []  # descriptors only the child needs: closed here once it started
+        try:
+            if bwrap:
+                size = 4 * (int(max_file_size_mb) << 20)
+                seccomp = socket_filter() if caps.get("seccomp") else None
+                fd = None if seccomp is None else filter_pipe(seccomp)
+                ends += [] if fd is None else [fd]
+                cmd = bwrap_command(bwrap, program, env, cfg["site_packages"], size, fd) + args
+                if procs:  # join the cgroups as root, before bwrap drops to uid 65534
+                    cmd = ["/bin/sh", "-c", _JOIN, "sh", *procs, "--", *cmd]
+                outer_env = {k: env[k] for k in ("PATH", "LANG", "LC_ALL", MARKER_VAR)}
+                cwd = run.root
+            else:
+                cmd = [*caps["unshare"], sys.executable, *args]
+                outer_env, cwd = env, work
+            # stdout and stderr: capped pipes read by a thread, never files on the host
+            out_r, out_w = os.pipe()
+            ends.append(out_w)
+            err_r, err_w = os.pipe()
+            ends.append(err_w)
+            run.output = _Output({"stdout": out_r, "stderr": err_r}, int(max_file_size_mb) << 20)
             try:
                 run.proc = subprocess.Popen(
                     cmd,
                     stdin=subprocess.DEVNULL if stdin is None else stdin,
-                    stdout=out,
-                    stderr=err,
+                    stdout=out_w,
+                    stderr=err_w,
                     cwd=cwd,
                     env=outer_env,
                     start_new_session=True,
                     close_fds=True,
-                    pass_fds=pass_fds,
+                    pass_fds=(*pass_fds, *(fd for fd in ends if fd not in (out_w, err_w))),
                 )
             except OSError as e:
                 run.error = f"sandbox: could not start: {e}"
+        finally:
+            for fd in ends:
+                os.close(fd)
+            if run.output is not None:
+                run.output.start()
         return run
     except BaseException:
         run.close()

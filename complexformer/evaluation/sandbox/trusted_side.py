@@ -70,6 +70,10 @@ def _proxy(request_fd: int, response_fd: int):
             cls = getattr(builtins, _category(reply[1]))
             if not issubclass(cls, Exception):  # SystemExit, KeyboardInterrupt, ...
                 cls = Exception
+            elif issubclass(cls, (StopIteration, StopAsyncIteration)):
+                # PEP 479: raised into the tests as itself, it would end a map(), filter()
+                # or generator the tests iterate early (``all(map(candidate, xs))`` true)
+                cls = RuntimeError
             try:
                 err = cls()
             except TypeError:  # e.g. UnicodeDecodeError needs arguments

@@ -375,7 +375,8 @@ def suite_isolation(unsafe: bool) -> tuple[str, str | None]:
     )
 
 
-#: the result of a weak-path sample under ``fail_weak_verdicts`` (the run's own result follows)
+#: the result of a weak-path sample scored as a failure (the default; the run's own result
+#: follows)
 WEAK_FAILED = "failed: weak verdict, scored as a failure"
 
 
@@ -391,16 +392,17 @@ def weak_summary(records: list[dict[str, Any]], failed: bool) -> tuple[list[str]
 
     Args:
         records: the suite's per-problem records, each with ``task_id`` and ``samples``.
-        failed: whether they were scored as failures (``fail_weak_verdicts``).
+        failed: whether they were scored as failures (the default; not with
+            ``allow_weak_verdicts``).
     """
     ids = sorted({r["task_id"] for r in records for s in r["samples"] if s["verdict"] == "weak"})
     samples = sum(s["verdict"] == "weak" for r in records for s in r["samples"])
     if not ids:
         return ids, samples, None
     how = (
-        "scored as failures (fail_weak_verdicts)"
+        "scored as failures (allow_weak_verdicts counts them as their run said)"
         if failed
-        else "counted as their run said (fail_weak_verdicts scores them as failures)"
+        else "counted as their run said (allow_weak_verdicts)"
     )
     note = (
         f"{len(ids)} problem(s), {samples} sample(s) checked on the weak path (tests that "
