@@ -89,6 +89,7 @@ __all__ = [
     "SandboxUnavailableError",
     "SandboxResult",
     "find_sandbox_processes",
+    "make_memory_cgroup",
     "run_program",
     "sandbox_capabilities",
     "site_package_dirs",
@@ -673,6 +674,27 @@ def _make_cgroups(
         run.memory_cgroup = path
         limit = (int(memory_mb) + MEMORY_OVERHEAD_MB) << 20
         set_memory_limit(path, caps["memory_cgroup_version"], limit)
+
+
+def make_memory_cgroup(memory_mb: int, role: str) -> str | None:
+    """A fresh memory cgroup limited to ``memory_mb`` + :data:`MEMORY_OVERHEAD_MB` (below
+    the evaluator's own, named with its owner mark so that :func:`sweep_leftovers` removes
+    it after a crash), or None without a writable memory cgroup. The caller removes it
+    (:func:`.isolation.remove_cgroup`). ``role`` is a word in its name (``trusted``)."""
+    caps = sandbox_capabilities()
+    parent = caps.get("memory_cgroup")
+    if parent is None:
+        return None
+    name = f"complexformer-sandbox-{_owner()}-{role}-{next(_counter)}-{uuid.uuid4().hex[:12]}"
+    path = os.path.join(parent, name)
+    os.mkdir(path)
+    try:
+        limit = (int(memory_mb) + MEMORY_OVERHEAD_MB) << 20
+        set_memory_limit(path, caps["memory_cgroup_version"], limit)
+    except OSError:
+        remove_cgroup(path)
+        raise
+    return path
 
 
 def start_program(

@@ -37,9 +37,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .isolation import memory_report, remove_cgroup
 from .runner import (
     SandboxResult,
     SandboxUnavailableError,
+    make_memory_cgroup,
     sandbox_capabilities,
     site_package_dirs,
     start_program,
@@ -68,6 +70,7 @@ _weak_lock = threading.Lock()
 _FIXED = {
     "unencodable": "failed: the result is not a plain value",
     "malformed": "failed: the program's reply was malformed",
+    "oversized": "failed: the result is larger than 1 MiB",
 }
 
 
@@ -290,6 +293,7 @@ def check_program(
     ver_r, ver_w = os.pipe()
     ends = [req_r, req_w, resp_r, resp_w, ver_r, ver_w]
     trusted = None
+    cgroup = None
     try:
         serve = {"entry_point": problem["entry_point"], "request_fd": 0, "response_fd": resp_w}
         run = start_program(
@@ -319,6 +323,10 @@ def check_program(
                 "cpu": int(math.ceil(timeout) + 1),
                 "site_packages": site_package_dirs(),
             }
+            # its own memory budget (where a memory cgroup is writable): what the candidate's
+            # replies make it build is charged there, not to the evaluator
+            cgroup = make_memory_cgroup(memory_mb, "trusted")
+            cfg["cgroup_procs"] = [] if cgroup is None else [os.path.join(cgroup, "cgroup.procs")]
             trusted = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-B", "-c", _trusted(), json.dumps(cfg)],
                 stdin=subprocess.DEVNULL,
@@ -343,6 +351,11 @@ def check_program(
             _kill(trusted)
         for fd in ends:
             os.close(fd)
+        if cgroup is not None:
+            version = sandbox_capabilities()["memory_cgroup_version"]
+            if memory_report(cgroup, version)[1]:  # the trusted process was OOM-killed
+                verdict = {"status": "failed", "category": "MemoryError", "origin": "program"}
+            remove_cgroup(cgroup)
     if verdict is not None and verdict.get("status") == "weak":
         with _weak_lock:
             _weak.add(_key(problem))
