@@ -9,15 +9,17 @@ to escape on purpose. :func:`run_program` runs one program in layers (outermost 
   UTS namespaces (and a user namespace when not root), on a file system that holds only the
   shared libraries, the interpreter, its standard library, the site-packages, the program
   (read-only) and a private ``tmpfs`` working directory, with a fresh ``/proc``, a cleared
-  environment and ``--die-with-parent``. Without bubblewrap (``isolation="none"``), the older
+  environment and ``--die-with-parent``, and a seccomp filter (:mod:`.seccomp`: sockets of
+  the Unix family only, no ``io_uring``). Without bubblewrap (``isolation="none"``), the older
   layer: ``unshare`` network and PID namespaces, as the caller, on the host's file system.
 * **Process**: a fresh interpreter (``python -I -S -B``: no user site, no ``PYTHON*``
   variables, no ``.pth`` or ``sitecustomize`` code, no bytecode written; the site-packages
   directories appended to ``sys.path``) in a **new session**, stdin from ``/dev/null`` (or
-  the caller's pipe), stdout/stderr to files (never unbounded pipes).
+  the caller's pipe), stdout/stderr to pipes that a thread reads, keeping the tails and
+  closing a stream after ``max_file_size_mb`` (never files on the host: no disk to take).
 * **Resource limits** set in the child before the program runs: ``RLIMIT_AS`` (address
   space, default 1 GiB), ``RLIMIT_CPU`` (timeout + 1 s), ``RLIMIT_FSIZE`` (largest file,
-  default 16 MiB; stdout/stderr included), ``RLIMIT_NOFILE``, ``RLIMIT_CORE`` = 0 and a
+  default 16 MiB), ``RLIMIT_NOFILE``, ``RLIMIT_CORE`` = 0 and a
   process cap: a ``pids`` cgroup with ``pids.max`` for root where the cgroup file system is
   writable (v1 ``/sys/fs/cgroup/pids``, or v2 with ``pids`` delegated), else
   ``RLIMIT_NPROC`` (exact inside a fresh user namespace on Linux >= 5.14; approximate, the
@@ -38,7 +40,8 @@ to escape on purpose. :func:`run_program` runs one program in layers (outermost 
   Code written to escape can switch it off; it stays because it is cheap and turns common
   accidents into clear errors.
 
-What it is **not**: a VM. There is no seccomp filter; the kernel is shared. Without
+What it is **not**: a VM. The seccomp filter is narrow (the network stack and
+``io_uring``), not an allow-list; the kernel is shared. Without
 bubblewrap the program runs with the caller's permissions and can read every file the
 caller can (as root: anything), and only the guard stops writes outside its directory: the
 code suite refuses that unless told ``--unsafe-python-guard-only``.
@@ -513,15 +516,17 @@ def run_program(
             ``MEMORY_OVERHEAD_MB``.
         max_processes: cap on processes and threads (cgroup ``pids.max`` or
             ``RLIMIT_NPROC``; see :func:`sandbox_capabilities`).
-        max_file_size_mb: ``RLIMIT_FSIZE`` in MiB (also bounds stdout and stderr; the
-            ``tmpfs`` working directory holds 4 such files).
+        max_file_size_mb: ``RLIMIT_FSIZE`` in MiB (the ``tmpfs`` working directory holds
+            4 such files), and the most of stdout and of stderr read before the stream is
+            closed.
         max_open_files: ``RLIMIT_NOFILE``.
         cpu_seconds: ``RLIMIT_CPU`` (default ``ceil(timeout) + 1``).
         guard: install the Python-level guard (audit hook). Turn it off only to test the
             operating-system layers underneath it.
         site_packages: put this interpreter's site-packages directories on the program's
             ``sys.path`` (their ``.pth`` files are not run; False: the standard library only).
-        output_limit: characters of stdout/stderr kept (the tails).
+        output_limit: characters of stdout/stderr kept (the tails; of the last
+            :data:`OUTPUT_KEPT` bytes read).
         isolation: ``"auto"`` (bubblewrap where :func:`sandbox_capabilities` found it, else
             the ``unshare`` namespaces), ``"bwrap"`` (required) or ``"none"`` (no bubblewrap).
 
