@@ -54,7 +54,6 @@ import itertools
 import json
 import math
 import os
-import select
 import signal
 import site
 import subprocess
@@ -85,6 +84,15 @@ from .isolation import (
     set_memory_limit,
     sweep_dead_owners,
 )
+from .output import OutputPipes
+from .processes import (
+    MARKER_VAR,
+    find_sandbox_processes,
+    kill_group,
+    kill_marked,
+    user_task_count,
+    wait_exit,
+)
 from .seccomp import socket_filter
 
 __all__ = [
@@ -100,7 +108,6 @@ __all__ = [
     "sweep_leftovers",
 ]
 
-MARKER_VAR = "COMPLEXFORMER_SANDBOX"
 _MEMORY_EXIT = 97  # the child's exit status after a MemoryError
 _SETUP_EXIT = 98  # the child could not set up the sandbox (limits, cgroup)
 _STATUSES = ("passed", "failed", "timeout", "memory", "error")
@@ -276,51 +283,6 @@ def site_package_dirs() -> list[str]:
     return list(_site_dirs)
 
 
-def _user_task_count(uid: int) -> int:
-    """Tasks (threads included, as RLIMIT_NPROC counts them) of the real user ``uid``."""
-    total = 0
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return 0
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-            if int(fields["Uid"].split()[0]) == uid:
-                total += int(fields.get("Threads", "1"))
-        except (OSError, KeyError, ValueError):
-            continue
-    return total
-
-
-def find_sandbox_processes(sandbox_id: str) -> list[int]:
-    """Live (non-zombie) processes that carry the marker of run ``sandbox_id`` in their
-    environment (Linux ``/proc``; ``[]`` elsewhere or where it cannot be read)."""
-    marker = f"{MARKER_VAR}={sandbox_id}".encode() + b"\0"
-    found = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if marker not in f.read() + b"\0":
-                    continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
-
-
 _owner_lock = threading.Lock()
 _owner_cache: tuple[int, str] | None = None
 _swept: int | None = None
@@ -366,109 +328,6 @@ def _sweep_once() -> None:
         sweep_leftovers()
     except OSError:  # never a reason not to run the program
         pass
-
-
-def _kill_group(pgid: int) -> None:
-    for _ in range(2):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.002)
-
-
-def _kill_marked(sandbox_id: str, rounds: int = 3) -> None:
-    for _ in range(rounds):
-        pids = find_sandbox_processes(sandbox_id)
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.01)
-
-
-def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
-    """Wait until ``proc`` exits *without reaping it* (so its process group id stays
-    valid for :func:`_kill_group`); False on timeout."""
-    if not hasattr(os, "waitid"):
-        try:
-            proc.wait(timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-    while True:
-        try:
-            if os.waitid(os.P_PID, proc.pid, flags) is not None:
-                return True
-        except ChildProcessError:
-            return True
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        time.sleep(min(delay, left))
-        delay = min(delay * 2, 0.02)
-
-
-#: bytes of each of stdout and stderr kept while a program runs (the tails reported)
-OUTPUT_KEPT = 1 << 18
-
-
-class _Output(threading.Thread):
-    """Reads a program's stdout and stderr pipes while it runs, keeping the last
-    :data:`OUTPUT_KEPT` bytes of each; a stream that passed ``cap`` bytes is closed (its
-    writer gets ``EPIPE``, as ``RLIMIT_FSIZE`` would give ``EFBIG`` on a file). Nothing of a
-    program's output reaches a disk, and ``fallocate`` on a pipe fails."""
-
-    def __init__(self, fds: dict[str, int], cap: int) -> None:
-        super().__init__(name="sandbox-output", daemon=True)
-        self.fds, self.cap = dict(fds), cap
-        self.tails = {name: bytearray() for name in fds}
-        self.sizes = dict.fromkeys(fds, 0)
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        poll = select.poll()
-        names = {fd: name for name, fd in self.fds.items()}
-        for fd in names:
-            poll.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        try:
-            while names and not self.stop.is_set():
-                for fd, _ in poll.poll(100):
-                    name = names[fd]
-                    try:
-                        chunk = os.read(fd, 1 << 16)
-                    except OSError:
-                        chunk = b""
-                    self.sizes[name] += len(chunk)
-                    tail = self.tails[name]
-                    tail += chunk
-                    if len(tail) > OUTPUT_KEPT:
-                        del tail[:-OUTPUT_KEPT]
-                    if not chunk or self.sizes[name] >= self.cap:
-                        poll.unregister(fd)
-                        del names[fd]
-                        os.close(fd)
-        finally:
-            for fd in names:
-                os.close(fd)
-
-    def text(self, name: str, limit: int) -> str:
-        """The last ``limit`` characters of stream ``name`` (after the thread ended)."""
-        data = bytes(self.tails[name][-4 * limit :])
-        return data.decode("utf-8", errors="replace")[-limit:]
-
-    def close(self, wait: float = 2.0) -> None:
-        """Wait until every writer is gone (at most ``wait`` seconds), then stop."""
-        if self.is_alive():
-            self.join(wait)
-            self.stop.set()
-            self.join()
 
 
 def _status(rc: int, stderr: str, timed_out: bool) -> str:
@@ -526,7 +385,7 @@ def run_program(
         site_packages: put this interpreter's site-packages directories on the program's
             ``sys.path`` (their ``.pth`` files are not run; False: the standard library only).
         output_limit: characters of stdout/stderr kept (the tails; of the last
-            :data:`OUTPUT_KEPT` bytes read).
+            :data:`.output.OUTPUT_KEPT` bytes read).
         isolation: ``"auto"`` (bubblewrap where :func:`sandbox_capabilities` found it, else
             the ``unshare`` namespaces), ``"bwrap"`` (required) or ``"none"`` (no bubblewrap).
 
@@ -563,7 +422,7 @@ class RunningProgram:
         self.cgroups: list[str] = []
         self.memory_cgroup: str | None = None
         self.error: str | None = None
-        self.output: _Output | None = None
+        self.output: OutputPipes | None = None
 
     def _result(self, status: str, stderr: str) -> SandboxResult:
         return SandboxResult(status, None, "", stderr, time.monotonic() - self.t0, self.sandbox_id)
@@ -576,12 +435,12 @@ class RunningProgram:
                 return self._result("error", self.error)
             assert self.proc is not None
             left = max(0.0, timeout - (time.monotonic() - self.t0))
-            timed_out = not _wait_exit(self.proc, left)
+            timed_out = not wait_exit(self.proc, left)
             wall = time.monotonic() - self.t0
-            _kill_group(self.proc.pid)  # not reaped yet: its group id is still ours
+            kill_group(self.proc.pid)  # not reaped yet: its group id is still ours
             rc = self.proc.wait()
             if self.caps["isolation"] != "bwrap" and "pid" not in self.caps["namespaces"]:
-                _kill_marked(self.sandbox_id)  # processes that left the group (setsid)
+                kill_marked(self.sandbox_id)  # processes that left the group (setsid)
             peak, oom_kills = None, 0
             if self.memory_cgroup is not None:
                 peak, oom_kills = memory_report(
@@ -602,7 +461,7 @@ class RunningProgram:
     def close(self) -> None:
         """Kill the program (if still running) and remove its cgroup and files."""
         if self.proc is not None and self.proc.returncode is None:
-            _kill_group(self.proc.pid)
+            kill_group(self.proc.pid)
             self.proc.wait()
         self._remove_cgroups()
         if self.output is not None:
@@ -763,7 +622,7 @@ def start_program(
             # (as root the inner bwrap stays outside it)
             nproc = max_processes + (0 if bwrap and os.geteuid() == 0 else 1)
         elif caps["process_limit"] == "rlimit-approximate":
-            nproc = _user_task_count(os.getuid()) + max_processes
+            nproc = user_task_count(os.getuid()) + max_processes
         else:
             nproc = None
         try:
@@ -819,7 +678,9 @@ def start_program(
             ends.append(out_w)
             err_r, err_w = os.pipe()
             ends.append(err_w)
-            run.output = _Output({"stdout": out_r, "stderr": err_r}, int(max_file_size_mb) << 20)
+            run.output = OutputPipes(
+                {"stdout": out_r, "stderr": err_r}, int(max_file_size_mb) << 20
+            )
             try:
                 run.proc = subprocess.Popen(
                     cmd,
