@@ -6,6 +6,9 @@ values decoded from the candidate's answers. The candidate runs elsewhere, insid
 sandbox (:mod:`.sandboxed_side`); here its entry point is a proxy that sends the arguments
 by value and decodes the result into exact built-in types, so the comparison in the tests
 is the built-in one, and nothing the candidate controls can print, exit or return a pass.
+A reply longer than :data:`REPLY_LIMIT` is refused before it is read, and a
+``StopIteration`` of the candidate is raised into the tests as a ``RuntimeError`` (PEP 479),
+so that it cannot end a ``map`` or ``filter`` of the tests early.
 
 :func:`main` writes one JSON verdict line to the descriptor ``verdict_fd``:
 ``{"status": "passed"}``; ``{"status": "failed", "category": C, "origin": O}`` (``O``:

@@ -274,7 +274,9 @@ def check_program(
         problem: a HumanEval-style dict (``prompt``, ``test``, ``entry_point``).
         completion: the text the model wrote after the prompt.
         timeout: wall-clock seconds for the whole check.
-        memory_mb: address-space limit of the sandboxed program (and of the checker).
+        memory_mb: the sandboxed program's memory budget (see :func:`.runner.run_program`);
+            the trusted checker gets a memory cgroup of the same budget (as root, where one
+            is writable) and twice as much address space.
         isolation: the sandbox's ``isolation`` (see :func:`.runner.run_program`).
 
     Returns:
@@ -325,7 +327,10 @@ def check_program(
             }
             # its own memory budget (where a memory cgroup is writable): what the candidate's
             # replies make it build is charged there, not to the evaluator
-            cgroup = make_memory_cgroup(memory_mb, "trusted")
+            try:
+                cgroup = make_memory_cgroup(memory_mb, "trusted")
+            except OSError:  # the address-space limit below still holds
+                cgroup = None
             cfg["cgroup_procs"] = [] if cgroup is None else [os.path.join(cgroup, "cgroup.procs")]
             trusted = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-B", "-c", _trusted(), json.dumps(cfg)],
