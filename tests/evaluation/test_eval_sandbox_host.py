@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from complexformer.evaluation.code_suite import check_correctness
-from complexformer.evaluation.sandbox import run_program, sandbox_capabilities, verdict
+from complexformer.evaluation.sandbox import run_program, runner, sandbox_capabilities, verdict
 from complexformer.evaluation.sandbox.isolation import force_rmtree
 
 CAPS = sandbox_capabilities()
@@ -187,6 +187,36 @@ def test_socket_memory_cannot_be_taken_outside_the_budget():
     for proto in ("UDP", "TCP"):
         grew = (max(v[proto] for v in s.values) - s.values[0][proto]) * page
         assert grew < 16 * MIB, (proto, grew)
+
+
+# Unix socket pairs stay allowed: their buffers must count against the run's memory budget
+UNIX_FILL = """
+import socket
+pairs, total = [], 0
+for _ in range(120):  # up to 2 x wmem_max (8 MiB here) queued in each: ~1 GB in all
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 20)
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
+    a.setblocking(False)
+    try:
+        while True:
+            total += a.send(b"x" * 65536)
+    except BlockingIOError:
+        pass
+    pairs.append((a, b))
+print("queued MiB", total >> 20)
+"""
+
+
+@needs_bwrap
+@pytest.mark.skipif(CAPS["memory_limit"] != "cgroup", reason="no writable memory cgroup (root)")
+def test_unix_socket_buffers_count_against_the_budget():
+    r = run_program(UNIX_FILL, guard=False, isolation="bwrap", memory_mb=256, timeout=10.0)
+    budget = (256 + runner.MEMORY_OVERHEAD_MB) * MIB
+    queued = [int(ln.split()[-1]) for ln in r.stdout.splitlines() if ln.startswith("queued")]
+    # either the budget ended it, or the kernel refused buffers beyond it
+    assert r.status == "memory" or (queued and queued[0] * MIB <= budget), r
+    assert r.memory_peak is not None and r.memory_peak <= budget
 
 
 # ----------------------------------------------------------------------------- 3. disk
