@@ -12,11 +12,15 @@ from __future__ import annotations
 import os
 import select
 import threading
+import time
 
 __all__ = ["OUTPUT_KEPT", "OutputPipes"]
 
 #: bytes of each of stdout and stderr kept while a program runs (the tails reported)
 OUTPUT_KEPT = 1 << 18
+#: a read shorter than this is followed by a 1 ms pause, so that a program writing a byte at
+#: a time costs the evaluator at most ~1,000 reads a second per stream, not one per write
+_SMALL = 4096
 
 
 class OutputPipes(threading.Thread):
@@ -39,6 +43,7 @@ class OutputPipes(threading.Thread):
             poll.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         try:
             while names and not self.stop.is_set():
+                largest = None
                 for fd, _ in poll.poll(100):
                     name = names[fd]
                     try:
@@ -46,6 +51,7 @@ class OutputPipes(threading.Thread):
                     except OSError:
                         chunk = b""
                     self.sizes[name] += len(chunk)
+                    largest = max(largest or 0, len(chunk))
                     tail = self.tails[name]
                     tail += chunk
                     if len(tail) > OUTPUT_KEPT:
@@ -54,6 +60,8 @@ class OutputPipes(threading.Thread):
                         poll.unregister(fd)
                         del names[fd]
                         os.close(fd)
+                if largest and largest < _SMALL:  # many tiny writes: read them in batches
+                    time.sleep(0.001)
         finally:
             for fd in names:
                 os.close(fd)
