@@ -149,7 +149,7 @@ VOCABULARY: dict[str, str] = {
     "--timeout": "seconds a sandboxed program may run",
     "--workers": "programs checked in parallel",
     "--unsafe-python-guard-only": "run model-written code without operating-system isolation",
-    "--fail-weak-verdicts": "score problems checked on the weak path as failures",
+    "--allow-weak-verdicts": "count forgeable weak-path passes instead of failing them",
     "--num-fewshot": "worked examples in the prompt",
     "--multipliers": "context lengths as multiples of the training length",
     "--max-tokens": "tokens scored at every context length",

@@ -344,10 +344,11 @@ class CodeSuiteConfig(ConfigBase):
         unsafe_python_guard_only: run completions even where the operating-system isolation
             (bubblewrap) does not work, behind the Python guard alone (which code written
             to escape can switch off); printed loudly and recorded in the report.
-        fail_weak_verdicts: score every sample checked on the weak path (a problem whose
+        allow_weak_verdicts: count the samples checked on the weak path (a problem whose
             tests cannot call the candidate by value: the single program in the sandbox,
-            whose pass code written to find its token in memory can forge) as failed; its
-            result keeps what the run said. Every report counts these samples either way.
+            whose pass code written to find its token in memory can forge) as their run said.
+            By default (False) they are scored as failures, and their result keeps what the
+            run said. Every report counts these samples either way.
     """
 
     problems: str = "humaneval"
@@ -366,7 +367,7 @@ class CodeSuiteConfig(ConfigBase):
     mbpp_split: str = "test"
     progress: bool = True
     unsafe_python_guard_only: bool = False
-    fail_weak_verdicts: bool = False
+    allow_weak_verdicts: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.ks, str):
@@ -493,7 +494,7 @@ def _markdown(payload: dict[str, Any]) -> str:
     rows.append(["samples passed", f"{m['passed_samples']} / {m['total_samples']}"])
     rows += [[f"samples {name}", str(count)] for name, count in sorted(m["outcomes"].items())]
     weak = f"{m.get('weak_samples', 0)} samples of {m.get('weak_problems', 0)} problems"
-    if cfg.get("fail_weak_verdicts"):
+    if not cfg.get("allow_weak_verdicts"):
         weak += " (scored as failures)"
     rows.append(["weak verdicts", weak])
     rows.append(["time (sample + check)", f"{payload['timing']['total_s']:.1f} s"])
@@ -593,11 +594,12 @@ class CodeSuite(Suite):
         SEED,
         BATCH_SIZE,
         option(
-            "--fail-weak-verdicts",
+            "--allow-weak-verdicts",
             action="store_const",
             const=True,
-            help="score the samples of problems checked on the weak path (tests that cannot "
-            "call the candidate by value) as failures; every report counts them either way",
+            help="count the samples of problems checked on the weak path (tests that cannot "
+            "call the candidate by value; a pass there can be forged) as their run said; by "
+            "default they are scored as failures. Every report counts them either way",
         ),
         option(
             "--unsafe-python-guard-only",
@@ -668,7 +670,7 @@ class CodeSuite(Suite):
                 for rec, futures in pending:
                     for sample, fut in zip(rec["samples"], futures, strict=True):
                         result = fut.result()
-                        if config.fail_weak_verdicts and result.get("verdict") == "weak":
+                        if not config.allow_weak_verdicts and result.get("verdict") == "weak":
                             result = fail_weak(result)
                         sample.update(result)
                         bar.update(1)
@@ -691,7 +693,7 @@ class CodeSuite(Suite):
         truncated = sum(1 for r in records if (r["note"] or "").startswith("prompt left-truncated"))
         if truncated:
             notes.append(f"{truncated} prompt(s) left-truncated to fit max_seq_len")
-        weak_ids, weak_samples, note = weak_summary(records, config.fail_weak_verdicts)
+        weak_ids, weak_samples, note = weak_summary(records, not config.allow_weak_verdicts)
         notes += [note] if note else []
         metrics: dict[str, Any] = {f"pass@{k}": math.nan for k in ks}
         metrics.update(mean_pass_at_k(evaluated, ks))
@@ -716,7 +718,7 @@ class CodeSuite(Suite):
                 "uid": caps["uid"],
                 "weak_verdict_problems": weak_ids,
                 "weak_verdict_samples": weak_samples,
-                "fail_weak_verdicts": config.fail_weak_verdicts,
+                "allow_weak_verdicts": config.allow_weak_verdicts,
                 "memory_limit": caps.get("memory_limit"),
                 "namespaces": caps["namespaces"],
                 "process_limit": caps["process_limit"],

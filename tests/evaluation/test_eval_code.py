@@ -392,8 +392,9 @@ def test_run_code_suite_on_the_tiny_model(tiny_run, suite_file, tmp_path):
             s["task_id"] == "Local/always"
             and "'''" not in s["completion"]
             and "\0" not in s["completion"]
-        ):
-            assert s["passed"], s
+        ):  # it passed on the weak path, and weak verdicts are failures by default
+            assert not s["passed"], s
+            assert s["result"] == "failed: weak verdict, scored as a failure (passed)", s
     md = (out / "code.md").read_text()
     assert "| pass@1 |" in md and "Local/never" in md
 

@@ -440,26 +440,30 @@ def _weak_suite(tmp_path, **kw):
 
 
 @pytest.mark.skipif(not runner.sandbox_capabilities()["bwrap"], reason="needs bubblewrap")
-def test_reports_count_weak_verdicts_and_can_score_them_as_failures(tmp_path):
+def test_weak_verdicts_are_failures_by_default_and_reports_count_them(tmp_path):
     payload = _weak_suite(tmp_path / "a")
     samples = payload["problems"][0]["samples"]
-    assert [(s["passed"], s["verdict"]) for s in samples] == [(True, "weak"), (False, "weak")]
-    m, box = payload["metrics"], payload["sandbox"]
-    assert (m["weak_problems"], m["weak_samples"], m["pass@1"]) == (1, 2, 0.5)
-    assert box["weak_verdict_problems"] == ["Weak/forge"] and box["weak_verdict_samples"] == 2
-    assert box["fail_weak_verdicts"] is False
-    assert any("weak path" in n for n in payload["notes"])
-    md = (tmp_path / "a" / "out" / "code.md").read_text()
-    assert "| weak verdicts | 2 samples of 1 problems |" in md
-
-    payload = _weak_suite(tmp_path / "b", fail_weak_verdicts=True)
-    samples = payload["problems"][0]["samples"]
-    assert [s["passed"] for s in samples] == [False, False]
+    assert [(s["passed"], s["verdict"]) for s in samples] == [(False, "weak"), (False, "weak")]
     assert samples[0]["result"] == "failed: weak verdict, scored as a failure (passed)"
     assert samples[1]["result"].startswith("failed: weak verdict, scored as a failure (failed: ")
-    assert payload["metrics"]["pass@1"] == 0.0 and payload["metrics"]["weak_samples"] == 2
-    assert payload["sandbox"]["fail_weak_verdicts"] is True
-    assert "(scored as failures)" in (tmp_path / "b" / "out" / "code.md").read_text()
+    m, box = payload["metrics"], payload["sandbox"]
+    assert (m["weak_problems"], m["weak_samples"], m["pass@1"]) == (1, 2, 0.0)
+    assert box["weak_verdict_problems"] == ["Weak/forge"] and box["weak_verdict_samples"] == 2
+    assert box["allow_weak_verdicts"] is False
+    assert any("weak path" in n and "scored as failures" in n for n in payload["notes"])
+    md = (tmp_path / "a" / "out" / "code.md").read_text()
+    assert "| weak verdicts | 2 samples of 1 problems (scored as failures) |" in md
+
+    payload = _weak_suite(tmp_path / "b", allow_weak_verdicts=True)
+    samples = payload["problems"][0]["samples"]
+    assert [(s["passed"], s["verdict"]) for s in samples] == [(True, "weak"), (False, "weak")]
+    assert samples[0]["result"] == "passed"
+    assert payload["metrics"]["pass@1"] == 0.5 and payload["metrics"]["weak_samples"] == 2
+    assert payload["sandbox"]["allow_weak_verdicts"] is True
+    assert (
+        "| weak verdicts | 2 samples of 1 problems |"
+        in (tmp_path / "b" / "out" / "code.md").read_text()
+    )
     # a trusted-path report counts none
     (tmp_path / "c").mkdir()
     trusted = _suite(tmp_path / "c")

@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -45,6 +46,7 @@ __all__ = [
     "WORK_DIR",
     "bwrap_command",
     "cgroup_parent",
+    "filter_pipe",
     "force_rmtree",
     "interpreter",
     "memory_cgroup_parent",
@@ -159,6 +161,7 @@ def bwrap_command(
     env: dict[str, str],
     site_dirs: list[str],
     work_size: int,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The command prefix that runs ``python -I -S -B ...`` in the bubblewrap sandbox.
 
@@ -168,6 +171,8 @@ def bwrap_command(
         env: the whole environment inside (``--clearenv`` first).
         site_dirs: site-packages directories bound read-only (the program's imports).
         work_size: size limit of the ``tmpfs`` working directory, bytes.
+        seccomp_fd: a descriptor the filter of :mod:`.seccomp` can be read from (to its
+            end), or None; the outer bwrap loads it for every process of the sandbox.
 
     Returns:
         The argument list up to and including the interpreter; the caller appends the
@@ -189,6 +194,8 @@ def bwrap_command(
         "--new-session",
         "--clearenv",
     ]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
     for k, v in env.items():
         cmd += ["--setenv", k, v]
     # the writable file systems: the working directory (work_size), as root a 1 MiB /tmp
@@ -207,6 +214,9 @@ def bwrap_command(
         # with no capabilities and no_new_privs; then an unprivileged inner bwrap, as that
         # uid, adds the user namespace (only 65534 mapped) over the same file system (its
         # /dev included: an inner --dev would be a tmpfs of that uid, writable, unbounded).
+        # --dev-bind, not --bind: a plain bind is mounted nodev, and /dev/null, /dev/zero,
+        # /dev/urandom could not be opened; the only device nodes in this tree are the outer
+        # bwrap's minimal, read-only /dev (null, zero, full, random, urandom, tty).
         setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
         cmd += ["--ro-bind", bwrap, "/sandbox/bwrap", "--ro-bind", setpriv, "/sandbox/setpriv"]
         cmd += ["--remount-ro", "/"]
@@ -214,7 +224,7 @@ def bwrap_command(
         cmd += [f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}", "--clear-groups"]
         cmd += ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "/sandbox/bwrap"]
         cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID)]
-        cmd += ["--bind", "/", "/", "--chdir", WORK_DIR, "--die-with-parent"]
+        cmd += ["--dev-bind", "/", "/", "--chdir", WORK_DIR, "--die-with-parent"]
     else:
         cmd += ["--remount-ro", "/"]
     return cmd + ["--", interpreter()]
@@ -225,7 +235,9 @@ def bwrap_command(
 BWRAP_PROCESSES = 3 if os.name == "posix" and os.geteuid() == 0 else 2
 
 
-def _probe(cmd: list[str], env: dict[str, str] | None = None) -> bool:
+def _probe(
+    cmd: list[str], env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()
+) -> bool:
     try:
         r = subprocess.run(
             cmd,
@@ -235,16 +247,32 @@ def _probe(cmd: list[str], env: dict[str, str] | None = None) -> bool:
             timeout=20,
             start_new_session=True,
             env=env,
+            pass_fds=pass_fds,
         )
     except (OSError, subprocess.SubprocessError):
         return False
     return r.returncode == 0
 
 
-def probe_bwrap(site_dirs: list[str]) -> str | None:
+def filter_pipe(program: bytes) -> int:
+    """A descriptor that reads ``program`` (a seccomp filter) to its end: the read end of a
+    pipe whose write end is closed (the caller closes the read end)."""
+    r, w = os.pipe()
+    try:
+        os.write(w, program)  # ~150 bytes: far below a pipe's capacity
+    except OSError:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+    return r
+
+
+def probe_bwrap(site_dirs: list[str], seccomp: bytes | None = None) -> str | None:
     """The path of a ``bwrap`` that runs this Python in :func:`bwrap_command`'s sandbox as
-    uid 65534 in its own user namespace, or None (not installed, no ``setpriv`` as root, or
-    namespaces refused)."""
+    uid 65534 in its own user namespace (with the seccomp filter ``seccomp``, where given:
+    a socket of the Internet family then fails), or None (not installed, no ``setpriv`` as
+    root, namespaces or the filter refused)."""
     exe = shutil.which("bwrap")
     if exe is None or not sys.platform.startswith("linux"):
         return None
@@ -257,11 +285,20 @@ def probe_bwrap(site_dirs: list[str]) -> str | None:
         os.chmod(program, 0o644)
         code = (
             "import os, sys; m = open('/proc/self/uid_map').read().split(); "
-            f"sys.exit(os.getuid() != {SANDBOX_UID} or m[0] != '{SANDBOX_UID}' or m[2] != '1')"
+            f"bad = os.getuid() != {SANDBOX_UID} or m[0] != '{SANDBOX_UID}' or m[2] != '1'\n"
         )
-        cmd = bwrap_command(exe, program, {"PATH": os.defpath}, site_dirs, 1 << 20)
-        if _probe([*cmd, "-I", "-S", "-c", code], env={"PATH": os.defpath}):
-            return exe
+        if seccomp is not None:
+            code += "import socket\ntry:\n socket.socket(); bad = True\nexcept OSError: pass\n"
+        code += "sys.exit(bad)"
+        fd = filter_pipe(seccomp) if seccomp is not None else None
+        try:
+            cmd = bwrap_command(exe, program, {"PATH": os.defpath}, site_dirs, 1 << 20, fd)
+            fds = () if fd is None else (fd,)
+            if _probe([*cmd, "-I", "-S", "-c", code], {"PATH": os.defpath}, fds):
+                return exe
+        finally:
+            if fd is not None:
+                os.close(fd)
     return None
 
 
@@ -497,13 +534,35 @@ def remove_cgroup(path: str, wait: float = 2.0) -> None:
 
 
 def force_rmtree(path: str) -> None:
-    """Remove the directory tree ``path``, also where a program made parts read-only."""
+    """Remove the directory tree ``path``, also where a program made parts of it read-only,
+    changing nothing outside it.
+
+    A missing ``path``, a link or anything but a directory is left alone (nothing is
+    touched). Where a removal fails, only a directory inside the tree (``path`` itself or
+    below it, by its real path, not a link) is made writable and the removal retried; the
+    folder holding ``path`` (``/tmp``, mode 1777, shared by every user) is never changed.
+    """
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            return
+    except OSError:
+        return
+    top = os.path.realpath(path)
+
+    def ours(p: str) -> bool:  # a directory of the tree, not reached through a link
+        return not os.path.islink(p) and os.path.isdir(p) and _within(os.path.realpath(p), [top])
 
     def retry(func, p, _exc):  # a program may have chmod-ed its files read-only
         try:
-            os.chmod(os.path.dirname(p), 0o700)
-            if os.path.isdir(p) and not os.path.islink(p):
+            parent = os.path.dirname(p)
+            if p == path or not ours(parent):
+                return
+            os.chmod(parent, 0o700)
+            if ours(p):
                 os.chmod(p, 0o700)
+                if func is not os.rmdir:  # a directory that could not be listed: its tree
+                    force_rmtree(p)
+                    return
             func(p)
         except OSError:
             pass

@@ -9,15 +9,17 @@ to escape on purpose. :func:`run_program` runs one program in layers (outermost 
   UTS namespaces (and a user namespace when not root), on a file system that holds only the
   shared libraries, the interpreter, its standard library, the site-packages, the program
   (read-only) and a private ``tmpfs`` working directory, with a fresh ``/proc``, a cleared
-  environment and ``--die-with-parent``. Without bubblewrap (``isolation="none"``), the older
+  environment and ``--die-with-parent``, and a seccomp filter (:mod:`.seccomp`: sockets of
+  the Unix family only, no ``io_uring``). Without bubblewrap (``isolation="none"``), the older
   layer: ``unshare`` network and PID namespaces, as the caller, on the host's file system.
 * **Process**: a fresh interpreter (``python -I -S -B``: no user site, no ``PYTHON*``
   variables, no ``.pth`` or ``sitecustomize`` code, no bytecode written; the site-packages
   directories appended to ``sys.path``) in a **new session**, stdin from ``/dev/null`` (or
-  the caller's pipe), stdout/stderr to files (never unbounded pipes).
+  the caller's pipe), stdout/stderr to pipes that a thread reads, keeping the tails and
+  closing a stream after ``max_file_size_mb`` (never files on the host: no disk to take).
 * **Resource limits** set in the child before the program runs: ``RLIMIT_AS`` (address
   space, default 1 GiB), ``RLIMIT_CPU`` (timeout + 1 s), ``RLIMIT_FSIZE`` (largest file,
-  default 16 MiB; stdout/stderr included), ``RLIMIT_NOFILE``, ``RLIMIT_CORE`` = 0 and a
+  default 16 MiB), ``RLIMIT_NOFILE``, ``RLIMIT_CORE`` = 0 and a
   process cap: a ``pids`` cgroup with ``pids.max`` for root where the cgroup file system is
   writable (v1 ``/sys/fs/cgroup/pids``, or v2 with ``pids`` delegated), else
   ``RLIMIT_NPROC`` (exact inside a fresh user namespace on Linux >= 5.14; approximate, the
@@ -38,7 +40,8 @@ to escape on purpose. :func:`run_program` runs one program in layers (outermost 
   Code written to escape can switch it off; it stays because it is cheap and turns common
   accidents into clear errors.
 
-What it is **not**: a VM. There is no seccomp filter; the kernel is shared. Without
+What it is **not**: a VM. The seccomp filter is narrow (the network stack and
+``io_uring``), not an allow-list; the kernel is shared. Without
 bubblewrap the program runs with the caller's permissions and can read every file the
 caller can (as root: anything), and only the guard stops writes outside its directory: the
 code suite refuses that unless told ``--unsafe-python-guard-only``.
@@ -70,6 +73,7 @@ from .isolation import (
     WORK_DIR,
     bwrap_command,
     cgroup_parent,
+    filter_pipe,
     force_rmtree,
     memory_cgroup_parent,
     memory_report,
@@ -80,12 +84,23 @@ from .isolation import (
     set_memory_limit,
     sweep_dead_owners,
 )
+from .output import OutputPipes
+from .processes import (
+    MARKER_VAR,
+    find_sandbox_processes,
+    kill_group,
+    kill_marked,
+    user_task_count,
+    wait_exit,
+)
+from .seccomp import socket_filter
 
 __all__ = [
     "RunningProgram",
     "SandboxUnavailableError",
     "SandboxResult",
     "find_sandbox_processes",
+    "make_memory_cgroup",
     "run_program",
     "sandbox_capabilities",
     "site_package_dirs",
@@ -93,7 +108,6 @@ __all__ = [
     "sweep_leftovers",
 ]
 
-MARKER_VAR = "COMPLEXFORMER_SANDBOX"
 _MEMORY_EXIT = 97  # the child's exit status after a MemoryError
 _SETUP_EXIT = 98  # the child could not set up the sandbox (limits, cgroup)
 _STATUSES = ("passed", "failed", "timeout", "memory", "error")
@@ -162,8 +176,10 @@ def sandbox_capabilities() -> dict[str, Any]:
     Returns:
         ``platform``; ``bwrap`` (path of a working bubblewrap, or None); ``isolation``
         (``"bwrap"``: operating-system isolation of :mod:`.isolation`, or ``"none"``);
-        ``uid`` (the user programs run as: 65534 under bwrap, else ``euid``); ``unshare``
-        (the command prefix used without bwrap, empty if none works); ``namespaces``
+        ``seccomp`` (whether bubblewrap loads the filter of :mod:`.seccomp`: sockets of the
+        Unix family only, no ``io_uring``); ``uid`` (the user programs run as: 65534 under
+        bwrap, else ``euid``); ``unshare`` (the command prefix used without bwrap, empty if
+        none works); ``namespaces``
         (those in force: ``user``, ``mount``, ``pid``, ``net``, ``ipc``, ``uts``);
         ``unshare_namespaces`` (those of the ``unshare`` prefix);
         ``cgroup`` (parent directory of the per-run ``pids`` cgroups, or None);
@@ -180,7 +196,11 @@ def sandbox_capabilities() -> dict[str, Any]:
     with _caps_lock:
         if _caps is None:
             posix = os.name == "posix"
-            bwrap = probe_bwrap(site_package_dirs()) if posix else None
+            program = socket_filter() if posix else None
+            bwrap = probe_bwrap(site_package_dirs(), program) if program else None
+            if bwrap is None:  # no filter for this machine, or one the kernel refused
+                program = None
+                bwrap = probe_bwrap(site_package_dirs()) if posix else None
             prefix, spaces = probe_unshare() if posix else ([], [])
             cgroup = cgroup_parent() if posix else None
             memory = memory_cgroup_parent() if posix else None
@@ -197,6 +217,7 @@ def sandbox_capabilities() -> dict[str, Any]:
                 "platform": sys.platform,
                 "bwrap": bwrap,
                 "isolation": "bwrap" if bwrap else "none",
+                "seccomp": bool(bwrap and program),
                 "uid": SANDBOX_UID if bwrap else (os.geteuid() if posix else None),
                 "unshare": prefix,
                 "namespaces": spaces,
@@ -231,6 +252,8 @@ def _layers(caps: dict[str, Any]) -> list[str]:
             "read-only minimal file system, private tmpfs work directory, fresh /proc",
             "cleared environment, --die-with-parent",
         ]
+        if caps.get("seccomp"):
+            layers.append("seccomp filter: sockets of the Unix family only, no io_uring")
     elif caps["namespaces"]:
         layers.append("unshare namespaces: " + ", ".join(caps["namespaces"]))
     if caps["process_limit"] != "none":
@@ -258,51 +281,6 @@ def site_package_dirs() -> list[str]:
         dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
         _site_dirs = [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
     return list(_site_dirs)
-
-
-def _user_task_count(uid: int) -> int:
-    """Tasks (threads included, as RLIMIT_NPROC counts them) of the real user ``uid``."""
-    total = 0
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return 0
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-            if int(fields["Uid"].split()[0]) == uid:
-                total += int(fields.get("Threads", "1"))
-        except (OSError, KeyError, ValueError):
-            continue
-    return total
-
-
-def find_sandbox_processes(sandbox_id: str) -> list[int]:
-    """Live (non-zombie) processes that carry the marker of run ``sandbox_id`` in their
-    environment (Linux ``/proc``; ``[]`` elsewhere or where it cannot be read)."""
-    marker = f"{MARKER_VAR}={sandbox_id}".encode() + b"\0"
-    found = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if marker not in f.read() + b"\0":
-                    continue
-            with open(f"/proc/{name}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
 
 
 _owner_lock = threading.Lock()
@@ -352,65 +330,6 @@ def _sweep_once() -> None:
         pass
 
 
-def _kill_group(pgid: int) -> None:
-    for _ in range(2):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            return
-        time.sleep(0.002)
-
-
-def _kill_marked(sandbox_id: str, rounds: int = 3) -> None:
-    for _ in range(rounds):
-        pids = find_sandbox_processes(sandbox_id)
-        if not pids:
-            return
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.01)
-
-
-def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
-    """Wait until ``proc`` exits *without reaping it* (so its process group id stays
-    valid for :func:`_kill_group`); False on timeout."""
-    if not hasattr(os, "waitid"):
-        try:
-            proc.wait(timeout)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-    while True:
-        try:
-            if os.waitid(os.P_PID, proc.pid, flags) is not None:
-                return True
-        except ChildProcessError:
-            return True
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        time.sleep(min(delay, left))
-        delay = min(delay * 2, 0.02)
-
-
-def _tail(path: str, limit: int) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 4 * limit))
-            data = f.read()
-    except OSError:
-        return ""
-    return data.decode("utf-8", errors="replace")[-limit:]
-
-
 def _status(rc: int, stderr: str, timed_out: bool) -> str:
     if timed_out or rc in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
         return "timeout"
@@ -456,15 +375,17 @@ def run_program(
             ``MEMORY_OVERHEAD_MB``.
         max_processes: cap on processes and threads (cgroup ``pids.max`` or
             ``RLIMIT_NPROC``; see :func:`sandbox_capabilities`).
-        max_file_size_mb: ``RLIMIT_FSIZE`` in MiB (also bounds stdout and stderr; the
-            ``tmpfs`` working directory holds 4 such files).
+        max_file_size_mb: ``RLIMIT_FSIZE`` in MiB (the ``tmpfs`` working directory holds
+            4 such files), and the most of stdout and of stderr read before the stream is
+            closed.
         max_open_files: ``RLIMIT_NOFILE``.
         cpu_seconds: ``RLIMIT_CPU`` (default ``ceil(timeout) + 1``).
         guard: install the Python-level guard (audit hook). Turn it off only to test the
             operating-system layers underneath it.
         site_packages: put this interpreter's site-packages directories on the program's
             ``sys.path`` (their ``.pth`` files are not run; False: the standard library only).
-        output_limit: characters of stdout/stderr kept (the tails).
+        output_limit: characters of stdout/stderr kept (the tails; of the last
+            :data:`.output.OUTPUT_KEPT` bytes read).
         isolation: ``"auto"`` (bubblewrap where :func:`sandbox_capabilities` found it, else
             the ``unshare`` namespaces), ``"bwrap"`` (required) or ``"none"`` (no bubblewrap).
 
@@ -501,6 +422,7 @@ class RunningProgram:
         self.cgroups: list[str] = []
         self.memory_cgroup: str | None = None
         self.error: str | None = None
+        self.output: OutputPipes | None = None
 
     def _result(self, status: str, stderr: str) -> SandboxResult:
         return SandboxResult(status, None, "", stderr, time.monotonic() - self.t0, self.sandbox_id)
@@ -513,20 +435,22 @@ class RunningProgram:
                 return self._result("error", self.error)
             assert self.proc is not None
             left = max(0.0, timeout - (time.monotonic() - self.t0))
-            timed_out = not _wait_exit(self.proc, left)
+            timed_out = not wait_exit(self.proc, left)
             wall = time.monotonic() - self.t0
-            _kill_group(self.proc.pid)  # not reaped yet: its group id is still ours
+            kill_group(self.proc.pid)  # not reaped yet: its group id is still ours
             rc = self.proc.wait()
             if self.caps["isolation"] != "bwrap" and "pid" not in self.caps["namespaces"]:
-                _kill_marked(self.sandbox_id)  # processes that left the group (setsid)
+                kill_marked(self.sandbox_id)  # processes that left the group (setsid)
             peak, oom_kills = None, 0
             if self.memory_cgroup is not None:
                 peak, oom_kills = memory_report(
                     self.memory_cgroup, self.caps["memory_cgroup_version"]
                 )
             self._remove_cgroups()
-            out = _tail(os.path.join(self.root, "stdout"), output_limit)
-            err = _tail(os.path.join(self.root, "stderr"), output_limit)
+            out = err = ""
+            if self.output is not None:
+                self.output.close()
+                out, err = (self.output.text(n, output_limit) for n in ("stdout", "stderr"))
             status = _status(rc, err, timed_out)
             if oom_kills and status == "failed":
                 status = "memory"  # the cgroup's OOM killer ended a process of the run
@@ -537,9 +461,11 @@ class RunningProgram:
     def close(self) -> None:
         """Kill the program (if still running) and remove its cgroup and files."""
         if self.proc is not None and self.proc.returncode is None:
-            _kill_group(self.proc.pid)
+            kill_group(self.proc.pid)
             self.proc.wait()
         self._remove_cgroups()
+        if self.output is not None:
+            self.output.close()
         force_rmtree(self.root)
 
     def _remove_cgroups(self) -> None:
@@ -566,7 +492,14 @@ def _resolve_caps(isolation: str) -> dict[str, Any]:
             plimit = "none"
         else:
             plimit = "rlimit" if "user" in spaces else "rlimit-approximate"
-        caps = dict(caps, bwrap=None, isolation="none", namespaces=spaces, process_limit=plimit)
+        caps = dict(
+            caps,
+            bwrap=None,
+            isolation="none",
+            seccomp=False,
+            namespaces=spaces,
+            process_limit=plimit,
+        )
     return caps
 
 
@@ -605,6 +538,27 @@ def _make_cgroups(
         run.memory_cgroup = path
         limit = (int(memory_mb) + MEMORY_OVERHEAD_MB) << 20
         set_memory_limit(path, caps["memory_cgroup_version"], limit)
+
+
+def make_memory_cgroup(memory_mb: int, role: str) -> str | None:
+    """A fresh memory cgroup limited to ``memory_mb`` + :data:`MEMORY_OVERHEAD_MB` (below
+    the evaluator's own, named with its owner mark so that :func:`sweep_leftovers` removes
+    it after a crash), or None without a writable memory cgroup. The caller removes it
+    (:func:`.isolation.remove_cgroup`). ``role`` is a word in its name (``trusted``)."""
+    caps = sandbox_capabilities()
+    parent = caps.get("memory_cgroup")
+    if parent is None:
+        return None
+    name = f"complexformer-sandbox-{_owner()}-{role}-{next(_counter)}-{uuid.uuid4().hex[:12]}"
+    path = os.path.join(parent, name)
+    os.mkdir(path)
+    try:
+        limit = (int(memory_mb) + MEMORY_OVERHEAD_MB) << 20
+        set_memory_limit(path, caps["memory_cgroup_version"], limit)
+    except OSError:
+        remove_cgroup(path)
+        raise
+    return path
 
 
 def start_program(
@@ -668,7 +622,7 @@ def start_program(
             # (as root the inner bwrap stays outside it)
             nproc = max_processes + (0 if bwrap and os.geteuid() == 0 else 1)
         elif caps["process_limit"] == "rlimit-approximate":
-            nproc = _user_task_count(os.getuid()) + max_processes
+            nproc = user_task_count(os.getuid()) + max_processes
         else:
             nproc = None
         try:
@@ -704,34 +658,48 @@ def start_program(
             MARKER_VAR: sandbox_id,
         }
         args = ["-I", "-S", "-B", "-c", _prelude(), json.dumps(cfg)]
-        if bwrap:
-            size = 4 * (int(max_file_size_mb) << 20)
-            cmd = bwrap_command(bwrap, program, env, cfg["site_packages"], size) + args
-            if procs:  # join the cgroups as root, before bwrap drops to uid 65534
-                cmd = ["/bin/sh", "-c", _JOIN, "sh", *procs, "--", *cmd]
-            outer_env = {k: env[k] for k in ("PATH", "LANG", "LC_ALL", MARKER_VAR)}
-            cwd = run.root
-        else:
-            cmd = [*caps["unshare"], sys.executable, *args]
-            outer_env, cwd = env, work
-        with (
-            open(os.path.join(run.root, "stdout"), "wb") as out,
-            open(os.path.join(run.root, "stderr"), "wb") as err,
-        ):
+        ends: list[int] = []  # descriptors only the child needs: closed here once it started
+        try:
+            if bwrap:
+                size = 4 * (int(max_file_size_mb) << 20)
+                seccomp = socket_filter() if caps.get("seccomp") else None
+                fd = None if seccomp is None else filter_pipe(seccomp)
+                ends += [] if fd is None else [fd]
+                cmd = bwrap_command(bwrap, program, env, cfg["site_packages"], size, fd) + args
+                if procs:  # join the cgroups as root, before bwrap drops to uid 65534
+                    cmd = ["/bin/sh", "-c", _JOIN, "sh", *procs, "--", *cmd]
+                outer_env = {k: env[k] for k in ("PATH", "LANG", "LC_ALL", MARKER_VAR)}
+                cwd = run.root
+            else:
+                cmd = [*caps["unshare"], sys.executable, *args]
+                outer_env, cwd = env, work
+            # stdout and stderr: capped pipes read by a thread, never files on the host
+            out_r, out_w = os.pipe()
+            ends.append(out_w)
+            err_r, err_w = os.pipe()
+            ends.append(err_w)
+            run.output = OutputPipes(
+                {"stdout": out_r, "stderr": err_r}, int(max_file_size_mb) << 20
+            )
             try:
                 run.proc = subprocess.Popen(
                     cmd,
                     stdin=subprocess.DEVNULL if stdin is None else stdin,
-                    stdout=out,
-                    stderr=err,
+                    stdout=out_w,
+                    stderr=err_w,
                     cwd=cwd,
                     env=outer_env,
                     start_new_session=True,
                     close_fds=True,
-                    pass_fds=pass_fds,
+                    pass_fds=(*pass_fds, *(fd for fd in ends if fd not in (out_w, err_w))),
                 )
             except OSError as e:
                 run.error = f"sandbox: could not start: {e}"
+        finally:
+            for fd in ends:
+                os.close(fd)
+            if run.output is not None:
+                run.output.start()
         return run
     except BaseException:
         run.close()

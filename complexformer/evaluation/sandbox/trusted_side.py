@@ -6,6 +6,9 @@ values decoded from the candidate's answers. The candidate runs elsewhere, insid
 sandbox (:mod:`.sandboxed_side`); here its entry point is a proxy that sends the arguments
 by value and decodes the result into exact built-in types, so the comparison in the tests
 is the built-in one, and nothing the candidate controls can print, exit or return a pass.
+A reply longer than :data:`REPLY_LIMIT` is refused before it is read, and a
+``StopIteration`` of the candidate is raised into the tests as a ``RuntimeError`` (PEP 479),
+so that it cannot end a ``map`` or ``filter`` of the tests early.
 
 :func:`main` writes one JSON verdict line to the descriptor ``verdict_fd``:
 ``{"status": "passed"}``; ``{"status": "failed", "category": C, "origin": O}`` (``O``:
@@ -39,6 +42,24 @@ class Unencodable(BaseException):
     """The candidate returned something outside the literal-only encoding."""
 
 
+class Oversized(BaseException):
+    """The candidate's reply is longer than :data:`REPLY_LIMIT` bytes."""
+
+
+#: the longest reply frame decoded here: decoding takes up to ~21 bytes of memory per byte
+#: of a hostile frame (a million empty lists), so a reply costs at most ~22 MiB
+REPLY_LIMIT = 1 << 20
+
+
+def _recv_reply(fd: int) -> object:
+    """The next reply frame (None at end of file), refusing one over :data:`REPLY_LIMIT`
+    before reading it."""
+    try:
+        return recv(fd, REPLY_LIMIT)  # noqa: F821 - from literal_codec.py, shipped first
+    except ValueError:
+        raise Oversized() from None
+
+
 def _category(name: object) -> str:
     """A built-in exception name, or ``"Exception"``: the only names a verdict carries."""
     return name if isinstance(name, str) and name in EXCEPTIONS else "Exception"
@@ -56,9 +77,9 @@ def _proxy(request_fd: int, response_fd: int):
             raise NotByValue(str(e)) from None
         try:
             send(request_fd, payload)  # noqa: F821
-            frame = recv(response_fd)  # noqa: F821
-        except (BrokenPipeError, ValueError):
-            frame = None
+        except BrokenPipeError:
+            raise ProgramExited() from None
+        frame = _recv_reply(response_fd)
         if frame is None:
             raise ProgramExited()
         reply = decode(frame)  # noqa: F821 - a ValueError here: malformed, a failure
@@ -70,6 +91,10 @@ def _proxy(request_fd: int, response_fd: int):
             cls = getattr(builtins, _category(reply[1]))
             if not issubclass(cls, Exception):  # SystemExit, KeyboardInterrupt, ...
                 cls = Exception
+            elif issubclass(cls, (StopIteration, StopAsyncIteration)):
+                # PEP 479: raised into the tests as itself, it would end a map(), filter()
+                # or generator the tests iterate early (``all(map(candidate, xs))`` true)
+                cls = RuntimeError
             try:
                 err = cls()
             except TypeError:  # e.g. UnicodeDecodeError needs arguments
@@ -102,10 +127,12 @@ def _verdict(cfg: dict) -> dict:
     if prompt is None or test is None:  # not programs on their own (the tests end the prompt)
         return {"status": "weak"}
     try:
-        hello = recv(rfd)  # noqa: F821
+        hello = _recv_reply(rfd)
         hello = None if hello is None else decode(hello)  # noqa: F821
     except ValueError:
         return {"status": "failed", "category": "malformed", "origin": "program"}
+    except Oversized:
+        return {"status": "failed", "category": "oversized", "origin": "program"}
     if hello is None:
         return {"status": "failed", "category": "exited", "origin": "program"}
     if type(hello) is tuple and len(hello) == 2 and hello[0] == "startup":
@@ -125,6 +152,8 @@ def _verdict(cfg: dict) -> dict:
         return {"status": "failed", "category": "exited", "origin": "program"}
     except Unencodable:
         return {"status": "failed", "category": "unencodable", "origin": "program"}
+    except Oversized:
+        return {"status": "failed", "category": "oversized", "origin": "program"}
     except NameError as e:
         if _from_program(e):
             return {"status": "failed", "category": "NameError", "origin": "program"}
@@ -141,6 +170,9 @@ def _verdict(cfg: dict) -> dict:
 
 def main() -> None:  # pragma: no cover - runs in the trusted interpreter
     cfg = json.loads(sys.argv[1])
+    for procs in cfg.get("cgroup_procs", ()):  # its own memory cgroup, before anything else
+        with open(procs, "w") as f:
+            f.write("0")
     mem = cfg["memory"]
     resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
     resource.setrlimit(resource.RLIMIT_CPU, (cfg["cpu"], cfg["cpu"] + 1))

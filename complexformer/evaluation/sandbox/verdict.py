@@ -37,9 +37,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .isolation import memory_report, remove_cgroup
 from .runner import (
     SandboxResult,
     SandboxUnavailableError,
+    make_memory_cgroup,
     sandbox_capabilities,
     site_package_dirs,
     start_program,
@@ -68,6 +70,7 @@ _weak_lock = threading.Lock()
 _FIXED = {
     "unencodable": "failed: the result is not a plain value",
     "malformed": "failed: the program's reply was malformed",
+    "oversized": "failed: the result is larger than 1 MiB",
 }
 
 
@@ -271,7 +274,9 @@ def check_program(
         problem: a HumanEval-style dict (``prompt``, ``test``, ``entry_point``).
         completion: the text the model wrote after the prompt.
         timeout: wall-clock seconds for the whole check.
-        memory_mb: address-space limit of the sandboxed program (and of the checker).
+        memory_mb: the sandboxed program's memory budget (see :func:`.runner.run_program`);
+            the trusted checker gets a memory cgroup of the same budget (as root, where one
+            is writable) and twice as much address space.
         isolation: the sandbox's ``isolation`` (see :func:`.runner.run_program`).
 
     Returns:
@@ -290,6 +295,7 @@ def check_program(
     ver_r, ver_w = os.pipe()
     ends = [req_r, req_w, resp_r, resp_w, ver_r, ver_w]
     trusted = None
+    cgroup = None
     try:
         serve = {"entry_point": problem["entry_point"], "request_fd": 0, "response_fd": resp_w}
         run = start_program(
@@ -319,6 +325,13 @@ def check_program(
                 "cpu": int(math.ceil(timeout) + 1),
                 "site_packages": site_package_dirs(),
             }
+            # its own memory budget (where a memory cgroup is writable): what the candidate's
+            # replies make it build is charged there, not to the evaluator
+            try:
+                cgroup = make_memory_cgroup(memory_mb, "trusted")
+            except OSError:  # the address-space limit below still holds
+                cgroup = None
+            cfg["cgroup_procs"] = [] if cgroup is None else [os.path.join(cgroup, "cgroup.procs")]
             trusted = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-B", "-c", _trusted(), json.dumps(cfg)],
                 stdin=subprocess.DEVNULL,
@@ -343,6 +356,11 @@ def check_program(
             _kill(trusted)
         for fd in ends:
             os.close(fd)
+        if cgroup is not None:
+            version = sandbox_capabilities()["memory_cgroup_version"]
+            if memory_report(cgroup, version)[1]:  # the trusted process was OOM-killed
+                verdict = {"status": "failed", "category": "MemoryError", "origin": "program"}
+            remove_cgroup(cgroup)
     if verdict is not None and verdict.get("status") == "weak":
         with _weak_lock:
             _weak.add(_key(problem))
@@ -375,7 +393,8 @@ def suite_isolation(unsafe: bool) -> tuple[str, str | None]:
     )
 
 
-#: the result of a weak-path sample under ``fail_weak_verdicts`` (the run's own result follows)
+#: the result of a weak-path sample scored as a failure (the default; the run's own result
+#: follows)
 WEAK_FAILED = "failed: weak verdict, scored as a failure"
 
 
@@ -391,16 +410,17 @@ def weak_summary(records: list[dict[str, Any]], failed: bool) -> tuple[list[str]
 
     Args:
         records: the suite's per-problem records, each with ``task_id`` and ``samples``.
-        failed: whether they were scored as failures (``fail_weak_verdicts``).
+        failed: whether they were scored as failures (the default; not with
+            ``allow_weak_verdicts``).
     """
     ids = sorted({r["task_id"] for r in records for s in r["samples"] if s["verdict"] == "weak"})
     samples = sum(s["verdict"] == "weak" for r in records for s in r["samples"])
     if not ids:
         return ids, samples, None
     how = (
-        "scored as failures (fail_weak_verdicts)"
+        "scored as failures (allow_weak_verdicts counts them as their run said)"
         if failed
-        else "counted as their run said (fail_weak_verdicts scores them as failures)"
+        else "counted as their run said (allow_weak_verdicts)"
     )
     note = (
         f"{len(ids)} problem(s), {samples} sample(s) checked on the weak path (tests that "
