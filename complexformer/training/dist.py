@@ -15,6 +15,7 @@ import random
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -94,13 +95,15 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     raise ValueError(f"unknown device {name!r}; expected 'auto', 'cpu' or 'cuda'")
 
 
-def setup_distributed(device: str = "auto") -> DistInfo:
+def setup_distributed(device: str = "auto", timeout_s: float | None = None) -> DistInfo:
     """Join the torchrun process group if the environment describes one.
 
     An already initialised default group (created by the caller) is reused as is.
 
     Args:
         device: ``"auto"``, ``"cpu"`` or ``"cuda"``.
+        timeout_s: how long a collective waits for the other ranks before it fails (the
+            process group's ``timeout``); None keeps PyTorch's default.
 
     Returns:
         The :class:`DistInfo`; single-process when ``WORLD_SIZE`` is unset or 1.
@@ -118,7 +121,8 @@ def setup_distributed(device: str = "auto") -> DistInfo:
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     backend = "nccl" if dev.type == "cuda" else "gloo"
-    tdist.init_process_group(backend, rank=rank, world_size=world)
+    kw = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}
+    tdist.init_process_group(backend, rank=rank, world_size=world, **kw)
     return DistInfo(rank, world, local, dev, True)
 
 

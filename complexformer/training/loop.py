@@ -44,6 +44,7 @@ from .checkpoint import (
     prune_checkpoints,
     restore_rng_state,
     save_checkpoint,
+    step_dir_name,
 )
 from .config import TrainConfig
 from .dist import (
@@ -55,9 +56,11 @@ from .dist import (
     run_on_rank0,
     setup_distributed,
 )
+from .failure import PeerFailures
 from .metrics import METRICS_FILE, MetricsLogger, check_tensorboard
 from .optim import build_optimizer, build_scheduler
 from .plot import plot_loss_curves
+from .preempt import EXIT_STOPPED, RunStopped, StopSignals
 from .rundir import (
     START_EVAL_FILE,
     check_out_dir,
@@ -210,42 +213,27 @@ class Trainer:
 
     # ------------------------------------------------------------------------------ run
     def run(self) -> dict[str, Any]:
-        """Set up, train to ``max_steps``, finish; returns the summary (see :func:`train_task`)."""
+        """Set up, train to ``max_steps``, finish; returns the summary (see :func:`train_task`).
+
+        Raises:
+            RunStopped: a stop signal (``TrainConfig.stop_signals``) reached a rank; the
+                checkpoint of the step where the ranks agreed on it was written (a
+                ``SystemExit`` with code :data:`~complexformer.training.preempt.EXIT_STOPPED`).
+            PeerFailedError: another rank failed (its message).
+        """
         self.t_start = time.perf_counter()
-        self.dist = setup_distributed(self.tc.device)
+        self.dist = setup_distributed(self.tc.device, self.tc.dist_timeout)
         self.log: Callable[[str], Any] = (self._log_fn or _noop) if self.dist.is_main else _noop
         # On CPUs, denormal floats (PCL's log-softmax at tau = 0.1 makes many) slow the
         # backward pass ~30x: flush them to zero for this run only.
         flush = self.dist.device.type == "cpu"
         lock = run_lock(self.out, "training run") if self.dist.is_main else contextlib.nullcontext()
+        self.signals = StopSignals(self.tc.stop_signals)
         try:
-            check_run_folder(self.out)  # before the lock touches a folder that is not a run
-            with cpu_settings(self.tc.num_threads, flush), lock:
-                self.setup()
-                self.maybe_eval_start()
-                try:
-                    while self.step < self.tc.max_steps:
-                        stats = self.train_step()
-                        row = self.log_step(stats)
-                        self.maybe_eval(row)
-                        if row is not None:
-                            self._write_row(row)
-                        self.maybe_save()
-                        if self.callback is not None:
-                            self.callback(
-                                {
-                                    "step": stats.step,
-                                    "train_loss": stats.train_loss,
-                                    "lr": stats.lr,
-                                    "grad_norm": stats.grad_norm,
-                                    "row": row,
-                                }
-                            )
-                finally:
-                    self.bar.close()
-                    if self.metrics is not None:
-                        self.metrics.close()
-                return self.finish()
+            with PeerFailures(self.dist), self.signals:
+                check_run_folder(self.out)  # before the lock touches a folder that is not a run
+                with cpu_settings(self.tc.num_threads, flush), lock:
+                    return self._train()
         finally:
             # The DDP wrapper's reducer holds the process group. Freed after the group was
             # destroyed, it would destroy the group itself with the GIL held while a gloo
@@ -255,6 +243,35 @@ class Trainer:
                 self.train_model = None
                 gc.collect()
             cleanup_distributed(self.dist)
+
+    def _train(self) -> dict[str, Any]:
+        self.setup()
+        self.maybe_eval_start()
+        try:
+            while self.step < self.tc.max_steps:
+                stats = self.train_step()
+                row = self.log_step(stats)
+                self.maybe_eval(row)
+                if row is not None:
+                    self._write_row(row)
+                self.maybe_save()
+                if self.callback is not None:
+                    self.callback(
+                        {
+                            "step": stats.step,
+                            "train_loss": stats.train_loss,
+                            "lr": stats.lr,
+                            "grad_norm": stats.grad_norm,
+                            "row": row,
+                        }
+                    )
+                if self.stop_votes and self.step < self.tc.max_steps:
+                    self.stop_for_signal()
+        finally:
+            self.bar.close()
+            if self.metrics is not None:
+                self.metrics.close()
+        return self.finish()
 
     # ---------------------------------------------------------------------------- setup
     def setup(self) -> None:
@@ -458,9 +475,13 @@ class Trainer:
         self.scheduler.step()
         self.step += 1
         names = sorted(aux_sums)
-        sums = torch.stack([main_sum, *(aux_sums[n] for n in names)])
+        # the last entry counts the ranks that received a stop signal: every rank sees the
+        # same count after the all-reduce, so all of them stop after the same update
+        stop = torch.tensor(self.signals.flag, dtype=torch.float64, device=device)
+        sums = torch.stack([main_sum, *(aux_sums[n] for n in names), stop])
         all_reduce_sum(sums)
-        values = [float(v) / dist.world_size for v in sums]
+        self.stop_votes = int(sums[-1])
+        values = [float(v) / dist.world_size for v in sums[:-1]]
         train_loss, aux = values[0], dict(zip(names, values[1:], strict=True))
         if not math.isfinite(train_loss):
             raise FloatingPointError(
@@ -572,11 +593,21 @@ class Trainer:
             self.metrics.write(row)
         self._interval_t0, self._interval_tokens, self._overhead = time.perf_counter(), 0, 0.0
 
+    def _save_due(self) -> bool:
+        return self.step % self.tc.save_every == 0 or self.step == self.tc.max_steps
+
     def maybe_save(self) -> None:
         """Checkpoint every ``save_every`` steps and at the end (rank 0 writes)."""
+        if self._save_due():
+            self.save()
+
+    def save(self) -> Path:
+        """Write the checkpoint of the current step (every rank calls it; rank 0 writes).
+
+        Returns:
+            The checkpoint directory.
+        """
         tc, step = self.tc, self.step
-        if not (step % tc.save_every == 0 or step == tc.max_steps):
-            return
         t0 = time.perf_counter()
         self.sampler.step = step  # the data position: the next batch is batch(step)
         rng_states = all_gather_objects(capture_rng_state())
@@ -603,6 +634,33 @@ class Trainer:
             prune_checkpoints(self.ckpt_root, tc.keep_last)
         barrier()
         self._overhead += time.perf_counter() - t0
+        return self.ckpt_root / step_dir_name(step)
+
+    def stop_for_signal(self) -> None:
+        """Save the current step (unless this step's checkpoint was just written), record
+        why the run stops in ``metrics.jsonl`` and the log, and raise :class:`RunStopped`."""
+        received = all_gather_objects(self.signals.received)
+        first = next((name for name in received if name), "a stop signal")
+        who = ", ".join(f"{name} on rank {r}" for r, name in enumerate(received) if name)
+        path = self.ckpt_root / step_dir_name(self.step)
+        if not self._save_due():
+            path = self.save()
+        row = {
+            "step": self.step,
+            "event": "stopped",
+            "signal": first,
+            "received": who,
+            "checkpoint": str(path.relative_to(self.out)),
+            "exit_code": EXIT_STOPPED,
+            "elapsed_s": time.perf_counter() - self.t_start,
+        }
+        if self.metrics is not None:
+            self.metrics.write(row)
+        self.log(
+            f"stopped at step {self.step}/{self.tc.max_steps} by {who}: checkpoint {path} "
+            f"written; exit code {EXIT_STOPPED}, continue with --resume"
+        )
+        raise RunStopped(self.step, first, str(path))
 
     def _plain_model(self) -> nn.Module:
         """The model as an unsharded module on rank 0 (for saves): the model itself, or for a
