@@ -36,7 +36,14 @@ from torch import nn
 
 from .._atomic import atomic_dir
 from .._config import ConfigBase
-from .._manifest import FORMAT, MANIFEST, verify_manifest, write_manifest
+from .._manifest import (
+    FORMAT,
+    MANIFEST,
+    file_entry,
+    verify_manifest,
+    write_manifest,
+    write_manifest_entries,
+)
 from .._safe_paths import refuse_link, remove_entry
 from .config import TrainConfig
 
@@ -53,6 +60,7 @@ __all__ = [
     "prune_checkpoints",
     "restore_rng_state",
     "save_checkpoint",
+    "save_sharded_checkpoint",
     "step_dir_name",
     "verify_checkpoint",
 ]
@@ -207,27 +215,112 @@ def save_checkpoint(
             _save_tensors(tmp / MODEL_FILE, model_tensors)
         opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
         _save_tensors(tmp / OPTIM_FILE, opt_tensors)
-        rng_tensors = {f"rank{r}.{k}": v for r, (ts, _) in enumerate(rng) for k, v in ts.items()}
-        _save_tensors(tmp / RNG_FILE, rng_tensors)
-        state = {
-            "format": FORMAT,
-            "step": step,
-            "model_config": (
-                model_config if isinstance(model_config, dict) else model_config.to_dict()
-            ),
-            "train_config": train_config.to_dict(),
-            "optimizer": opt_meta,
-            "scheduler": scheduler.state_dict() if scheduler is not None else None,
-            "rng": [meta for _, meta in rng],
-            "world_size": len(rng),
-            **(extra or {}),
-        }
-        try:
-            json.dumps(state)
-        except TypeError as e:
-            raise TypeError(f"checkpoint state is not JSON-serialisable: {e}") from None
-        _write_json(tmp / STATE, state)
+        _write_state(
+            tmp,
+            step,
+            model_config=model_config,
+            train_config=train_config,
+            opt_meta=opt_meta,
+            scheduler=scheduler,
+            rng=rng,
+            extra=extra,
+        )
         write_manifest(tmp, (MODEL_FILE, OPTIM_FILE, RNG_FILE, STATE), step=step)
+    return final
+
+
+def _write_state(
+    tmp: Path,
+    step: int,
+    *,
+    model_config: ConfigBase | dict[str, Any],
+    train_config: TrainConfig,
+    opt_meta: dict[str, Any],
+    scheduler: Any,
+    rng: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
+    extra: dict[str, Any] | None,
+) -> None:
+    """``rng.safetensors`` and ``state.json`` of a checkpoint."""
+    rng_tensors = {f"rank{r}.{k}": v for r, (ts, _) in enumerate(rng) for k, v in ts.items()}
+    _save_tensors(tmp / RNG_FILE, rng_tensors)
+    state = {
+        "format": FORMAT,
+        "step": step,
+        "model_config": (
+            model_config if isinstance(model_config, dict) else model_config.to_dict()
+        ),
+        "train_config": train_config.to_dict(),
+        "optimizer": opt_meta,
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "rng": [meta for _, meta in rng],
+        "world_size": len(rng),
+        **(extra or {}),
+    }
+    try:
+        json.dumps(state)
+    except TypeError as e:
+        raise TypeError(f"checkpoint state is not JSON-serialisable: {e}") from None
+    _write_json(tmp / STATE, state)
+
+
+def save_sharded_checkpoint(
+    root: str | os.PathLike,
+    step: int,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    model_config: ConfigBase | dict[str, Any],
+    train_config: TrainConfig,
+    rng: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``root/step_{step:07d}`` of a sharded run: every rank calls it and writes its own
+    part of the model and optimizer state (:mod:`~complexformer.training.parts`); rank 0
+    writes ``rng.safetensors``, ``state.json`` and the manifest of every file.
+
+    The directory is written as :func:`save_checkpoint` writes it, into a temporary sibling
+    renamed once complete (rank 0 creates and renames it; the path goes to every rank).
+
+    Returns:
+        The final checkpoint directory.
+    """
+    import contextlib
+
+    import torch.distributed as tdist
+
+    from .dist import all_gather_objects
+    from .parts import PARTS_DIR, save_parts, train_state
+
+    root = Path(root)
+    rank = tdist.get_rank() if tdist.is_initialized() else 0
+    final = root / step_dir_name(step)
+    with contextlib.ExitStack() as stack:
+        tmp_here: Path | None = None
+        if rank == 0:
+            refuse_link(root)
+            tmp_here = stack.enter_context(atomic_dir(final))
+        tmp = Path(all_gather_objects(None if tmp_here is None else str(tmp_here))[0])
+        flat, opt_meta = train_state(model, optimizer)
+        written = save_parts(tmp / PARTS_DIR, flat)
+        mine = {f"{PARTS_DIR}/{n}": file_entry(tmp / PARTS_DIR / n) for n in written}
+        entries: dict[str, dict[str, Any]] = {}
+        for part in all_gather_objects(mine):
+            entries.update(part)
+        if rank == 0:
+            _write_state(
+                tmp,
+                step,
+                model_config=model_config,
+                train_config=train_config,
+                opt_meta=opt_meta,
+                scheduler=scheduler,
+                rng=rng,
+                extra={**(extra or {}), "sharded": True},
+            )
+            for name in (RNG_FILE, STATE):
+                entries[name] = file_entry(tmp / name)
+            write_manifest_entries(tmp, entries, step=step, sharded=True)
     return final
 
 
@@ -282,8 +375,12 @@ def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         CheckpointError: a missing or unreadable manifest, an unknown format, or a file
             missing, of the wrong size or with the wrong sha256 (the path is named).
     """
+    from .parts import PARTS_DIR, part_files
+
+    path = Path(path)
+    parts = tuple(f"{PARTS_DIR}/{n}" for n in part_files(path / PARTS_DIR))
     return verify_manifest(
-        path, error=CheckpointError, covers=(MODEL_FILE, OPTIM_FILE, RNG_FILE, STATE)
+        path, error=CheckpointError, covers=(MODEL_FILE, OPTIM_FILE, RNG_FILE, STATE, *parts)
     )
 
 
@@ -334,12 +431,42 @@ class Checkpoint:
     state: dict[str, Any]
 
     @property
+    def sharded(self) -> bool:
+        """True for a checkpoint written in parts by the ranks of a sharded run."""
+        return bool(self.state.get("sharded"))
+
+    def _full_parts(self) -> dict[str, torch.Tensor]:
+        from .parts import PARTS_DIR, read_full
+
+        cached = self.__dict__.get("_parts")
+        if cached is None:
+            try:
+                cached = read_full(self.path / PARTS_DIR)
+            except Exception as e:  # safetensors and DCP raise several types
+                raise CheckpointError(
+                    f"cannot read the parts of {self.path / PARTS_DIR}: {e}"
+                ) from None
+            self.__dict__["_parts"] = cached
+        return cached
+
+    @property
     def train_config(self) -> TrainConfig:
         """The training configuration."""
         return TrainConfig.from_dict(self.state["train_config"])
 
     def load_model_into(self, model: nn.Module, device: str | torch.device = "cpu") -> None:
         """Load the weights into ``model`` (strict; tied weights handled)."""
+        if self.sharded:
+            full = self._full_parts()
+            state = {k[len("model.") :]: v for k, v in full.items() if k.startswith("model.")}
+            from .parts import load_model_state
+
+            try:
+                load_model_state(model, state)
+            except RuntimeError as e:
+                raise CheckpointError(f"cannot load model weights from {self.path}: {e}") from None
+            model.to(device)
+            return
         f = self.path / MODEL_FILE
         try:
             load_model(model, str(f), strict=True, device=str(device))
@@ -348,6 +475,10 @@ class Checkpoint:
 
     def optimizer_state_dict(self) -> dict[str, Any]:
         """The optimizer ``state_dict`` (tensors on CPU)."""
+        if self.sharded:
+            from .parts import optimizer_from_full
+
+            return optimizer_from_full(self._full_parts(), self.state["optimizer"])
         return _unflatten_optimizer(load_file(str(self.path / OPTIM_FILE)), self.state["optimizer"])
 
     def rng_state(self, rank: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:

@@ -44,6 +44,7 @@ from .checkpoint import (
     prune_checkpoints,
     restore_rng_state,
     save_checkpoint,
+    save_sharded_checkpoint,
     step_dir_name,
 )
 from .config import TrainConfig
@@ -59,6 +60,7 @@ from .dist import (
 from .failure import PeerFailures
 from .metrics import METRICS_FILE, MetricsLogger, check_tensorboard
 from .optim import build_optimizer, build_scheduler
+from .parts import PARTS_DIR, load_sharded
 from .plot import plot_loss_curves
 from .preempt import EXIT_STOPPED, RunStopped, StopSignals
 from .rundir import (
@@ -346,9 +348,12 @@ class Trainer:
         task, tc, dist, ckpt = self.task, self.tc, self.dist, self.ckpt
         _seed_all(tc.seed)
         self.model = model = task.build_model()
-        if ckpt is not None:
-            task.load_checkpoint_into(model, ckpt)
         self.sharded = tc.shard and dist.distributed
+        # a sharded run of a task whose checkpoints hold the whole model writes them in parts
+        self.parts = self.sharded and _whole_model_checkpoints(task)
+        load_parts = ckpt is not None and ckpt.sharded and self.parts
+        if ckpt is not None and not load_parts:
+            task.load_checkpoint_into(model, ckpt)
         self.twin: PlainTwin | None = None
         if self.sharded:
             self.twin = PlainTwin(model) if dist.is_main else None
@@ -371,11 +376,14 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, tc)
         self.step = 0
         self.accum = _fresh_accum()
-        if ckpt is not None:
+        if load_parts:  # each rank reads the slices of its shard
+            load_sharded(ckpt.path / PARTS_DIR, model, self.optimizer, ckpt.state["optimizer"])
+        elif ckpt is not None:
             optimizer_state = ckpt.optimizer_state_dict()
             if self.sharded:
                 optimizer_state = shard_optimizer_state(self.optimizer, optimizer_state)
             self.optimizer.load_state_dict(optimizer_state)
+        if ckpt is not None:
             self.scheduler.load_state_dict(ckpt.state["scheduler"])
             self.step = ckpt.step
             self.sampler.load_state_dict(ckpt.state["sampler"])
@@ -611,6 +619,28 @@ class Trainer:
         t0 = time.perf_counter()
         self.sampler.step = step  # the data position: the next batch is batch(step)
         rng_states = all_gather_objects(capture_rng_state())
+        extra = {
+            "sampler": self.sampler.state_dict(),
+            "accum": self.accum,
+            "tokens_seen": step * self.tokens_per_step,
+        }
+        if self.parts:
+            save_sharded_checkpoint(
+                self.ckpt_root,
+                step,
+                model=self.model,
+                optimizer=self.optimizer,
+                scheduler=self.scheduler,
+                model_config=self.cfg_dict,
+                train_config=tc,
+                rng=rng_states,
+                extra=extra,
+            )
+            if self.dist.is_main:
+                prune_checkpoints(self.ckpt_root, tc.keep_last)
+            barrier()
+            self._overhead += time.perf_counter() - t0
+            return self.ckpt_root / step_dir_name(step)
         model, optimizer = self._plain_model(), self.optimizer
         if self.sharded:  # gathered to rank 0, saved as an unsharded run saves them
             optimizer = _FullOptimizerState(full_optimizer_state(self.model, self.optimizer))
@@ -625,11 +655,7 @@ class Trainer:
                 train_config=tc,
                 rng=rng_states,
                 model_tensors=self.task.checkpoint_tensors(model),
-                extra={
-                    "sampler": self.sampler.state_dict(),
-                    "accum": self.accum,
-                    "tokens_seen": step * self.tokens_per_step,
-                },
+                extra=extra,
             )
             prune_checkpoints(self.ckpt_root, tc.keep_last)
         barrier()
@@ -718,6 +744,17 @@ class _FullOptimizerState:
 
     def state_dict(self) -> dict[str, Any]:
         return self.state
+
+
+def _whole_model_checkpoints(task: TrainTask) -> bool:
+    """True when ``task`` checkpoints the whole model and reads it back with
+    :meth:`Checkpoint.load_model_into` (not a part of it, as a retrofit of a frozen base
+    does): its sharded runs write their checkpoints in parts."""
+    kind = type(task)
+    return (
+        kind.checkpoint_tensors is TrainTask.checkpoint_tensors
+        and kind.load_checkpoint_into is TrainTask.load_checkpoint_into
+    )
 
 
 def _fresh_accum() -> dict[str, Any]:
