@@ -28,6 +28,7 @@ the same sharded or not).
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -195,7 +196,9 @@ def read_full(directory: Path) -> dict[str, torch.Tensor]:
         name: torch.empty(tuple(md.size), dtype=md.properties.dtype)
         for name, md in metadata.state_dict_metadata.items()
     }
-    _dcp().load(flat, storage_reader=_reader(directory), no_dist=True)
+    with warnings.catch_warnings():  # "assuming the intent is to load in a single process"
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        _dcp().load(flat, storage_reader=_reader(directory), no_dist=True)
     return flat
 
 
