@@ -24,6 +24,7 @@ import json
 import os
 import random
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,7 @@ __all__ = [
     "MANIFEST",
     "Checkpoint",
     "CheckpointError",
+    "ShardedSave",
     "capture_rng_state",
     "find_latest_checkpoint",
     "list_checkpoints",
@@ -263,65 +265,109 @@ def _write_state(
     _write_json(tmp / STATE, state)
 
 
-def save_sharded_checkpoint(
-    root: str | os.PathLike,
-    step: int,
-    *,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    model_config: ConfigBase | dict[str, Any],
-    train_config: TrainConfig,
-    rng: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
-    extra: dict[str, Any] | None = None,
-) -> Path:
-    """Write ``root/step_{step:07d}`` of a sharded run: every rank calls it and writes its own
-    part of the model and optimizer state (:mod:`~complexformer.training.parts`); rank 0
-    writes ``rng.safetensors``, ``state.json`` and the manifest of every file.
+class ShardedSave:
+    """A checkpoint of a sharded run being written: every rank creates it together and calls
+    :meth:`complete` together.
 
-    The directory is written as :func:`save_checkpoint` writes it, into a temporary sibling
-    renamed once complete (rank 0 creates and renames it; the path goes to every rank).
+    Every rank writes its own part of the model and optimizer state
+    (:mod:`~complexformer.training.parts`); rank 0 writes ``rng.safetensors``, ``state.json``
+    and, in :meth:`complete`, the manifest of every file from the hashes each rank computed
+    of its own part. The directory is written as :func:`save_checkpoint` writes it, into a
+    temporary sibling that rank 0 creates, passes to every rank and renames once complete.
 
-    Returns:
-        The final checkpoint directory.
+    Args:
+        root, step, model, optimizer, scheduler, model_config, train_config, rng, extra: as
+            in :func:`save_checkpoint` (``model`` is the sharded model).
+        async_group: None writes the parts now; a process group (a gloo group of its own,
+            so that the writes do not interleave with training's collectives) makes the
+            write asynchronous: the state is copied first (the time training waits), the
+            files are written by a background thread, and :meth:`complete` waits for them.
     """
-    import contextlib
 
-    import torch.distributed as tdist
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        step: int,
+        *,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any,
+        model_config: ConfigBase | dict[str, Any],
+        train_config: TrainConfig,
+        rng: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
+        extra: dict[str, Any] | None = None,
+        async_group: Any = None,
+    ) -> None:
+        import contextlib
 
-    from .dist import all_gather_objects
-    from .parts import PARTS_DIR, save_parts, train_state
+        import torch.distributed as tdist
 
-    root = Path(root)
-    rank = tdist.get_rank() if tdist.is_initialized() else 0
-    final = root / step_dir_name(step)
-    with contextlib.ExitStack() as stack:
-        tmp_here: Path | None = None
-        if rank == 0:
-            refuse_link(root)
-            tmp_here = stack.enter_context(atomic_dir(final))
-        tmp = Path(all_gather_objects(None if tmp_here is None else str(tmp_here))[0])
-        flat, opt_meta = train_state(model, optimizer)
-        written = save_parts(tmp / PARTS_DIR, flat)
-        mine = {f"{PARTS_DIR}/{n}": file_entry(tmp / PARTS_DIR / n) for n in written}
-        entries: dict[str, dict[str, Any]] = {}
-        for part in all_gather_objects(mine):
-            entries.update(part)
-        if rank == 0:
-            _write_state(
-                tmp,
-                step,
-                model_config=model_config,
-                train_config=train_config,
-                opt_meta=opt_meta,
-                scheduler=scheduler,
-                rng=rng,
-                extra={**(extra or {}), "sharded": True},
-            )
-            for name in (RNG_FILE, STATE):
-                entries[name] = file_entry(tmp / name)
-            write_manifest_entries(tmp, entries, step=step, sharded=True)
-    return final
+        from .dist import all_gather_objects
+        from .parts import PARTS_DIR, save_parts, start_async_save, train_state
+
+        self.root, self.step = Path(root), step
+        self.rank = tdist.get_rank() if tdist.is_initialized() else 0
+        self.final = self.root / step_dir_name(step)
+        self.stack = contextlib.ExitStack()
+        try:
+            tmp_here: Path | None = None
+            if self.rank == 0:
+                refuse_link(self.root)
+                tmp_here = self.stack.enter_context(atomic_dir(self.final))
+            self.tmp = Path(all_gather_objects(None if tmp_here is None else str(tmp_here))[0])
+            self.parts = self.tmp / PARTS_DIR
+            flat, opt_meta = train_state(model, optimizer)
+            self.future = None
+            if async_group is None:
+                save_parts(self.parts, flat)
+            else:
+                self.future = start_async_save(self.parts, flat, async_group)
+            if self.rank == 0:
+                _write_state(
+                    self.tmp,
+                    step,
+                    model_config=model_config,
+                    train_config=train_config,
+                    opt_meta=opt_meta,
+                    scheduler=scheduler,
+                    rng=rng,
+                    extra={**(extra or {}), "sharded": True},
+                )
+        except BaseException:
+            self.stack.close()
+            raise
+
+    def complete(self) -> Path:
+        """Wait for the parts, write the manifest and rename the directory (every rank calls
+        it). Returns the final checkpoint directory."""
+        from .dist import all_gather_objects
+        from .parts import PARTS_DIR, part_files
+
+        try:
+            if self.future is not None:
+                self.future.result()
+            mine = {
+                f"{PARTS_DIR}/{n}": file_entry(self.parts / n)
+                for n in part_files(self.parts, self.rank)
+            }
+            entries: dict[str, dict[str, Any]] = {}
+            for part in all_gather_objects(mine):
+                entries.update(part)
+            if self.rank == 0:
+                for name in (RNG_FILE, STATE):
+                    entries[name] = file_entry(self.tmp / name)
+                write_manifest_entries(self.tmp, entries, step=self.step, sharded=True)
+        except BaseException:
+            self.stack.__exit__(*sys.exc_info())
+            raise
+        self.stack.close()
+        return self.final
+
+
+def save_sharded_checkpoint(root: str | os.PathLike, step: int, **kw: Any) -> Path:
+    """Write ``root/step_{step:07d}`` of a sharded run now (every rank calls it); the
+    arguments are those of :class:`ShardedSave`. Returns the final directory."""
+    return ShardedSave(root, step, **kw).complete()
 
 
 def list_checkpoints(root: str | os.PathLike) -> list[tuple[int, Path]]:

@@ -81,6 +81,11 @@ class TrainConfig(ConfigBase):
             ranks before it fails (the process group's timeout; PyTorch's default is 30
             minutes for gloo). A rank that fails makes the others stop with its message at
             once, without waiting out this timeout.
+        async_checkpoint: with ``shard``, copy the state at a save and write the parts from a
+            background thread while training goes on (PyTorch's
+            ``torch.distributed.checkpoint.async_save``); the checkpoint is completed (its
+            manifest written, its folder renamed) at the next save, on a stop signal or at
+            the end. Without ``shard`` checkpoints are written synchronously (with a note).
     """
 
     out_dir: str
@@ -114,6 +119,7 @@ class TrainConfig(ConfigBase):
     init_from: str | None = None
     stop_signals: tuple[str, ...] = ("SIGTERM", "SIGUSR1")
     dist_timeout: float = 1800.0
+    async_checkpoint: bool = False
 
     _what = "TrainConfig field"
 

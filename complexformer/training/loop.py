@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as tdist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.nn.utils import clip_grad_norm_
@@ -38,13 +39,13 @@ from .._safe_paths import is_regular_file, read_text
 from ..data import BlockSampler
 from .checkpoint import (
     CHECKPOINTS_DIR,
+    ShardedSave,
     capture_rng_state,
     find_latest_checkpoint,
     load_checkpoint,
     prune_checkpoints,
     restore_rng_state,
     save_checkpoint,
-    save_sharded_checkpoint,
     step_dir_name,
 )
 from .config import TrainConfig
@@ -435,6 +436,17 @@ class Trainer:
             ids = [dist.device] if dist.device.type == "cuda" else None
             self.train_model = DDP(self.train_model, device_ids=ids)
         self.tokens_per_step = tc.batch_size * self.seq_tokens
+        self._pending_save: ShardedSave | None = None
+        self.last_save_blocked_s: float | None = None
+        self._async_group = None
+        if tc.async_checkpoint:
+            if self.parts:  # a gloo group of its own for the background writes
+                self._async_group = tdist.new_group(backend="gloo")
+            else:
+                self.log(
+                    "async_checkpoint: only the parts of a sharded run are written in the "
+                    "background; saving synchronously"
+                )
         self.clip = tc.grad_clip if tc.grad_clip > 0 else math.inf
         self.last_eval: tuple[int, dict[str, Any] | None] | None = None
         self.last_train_loss: float | None = None
@@ -625,7 +637,8 @@ class Trainer:
             "tokens_seen": step * self.tokens_per_step,
         }
         if self.parts:
-            save_sharded_checkpoint(
+            self.complete_pending_save()
+            pending = ShardedSave(
                 self.ckpt_root,
                 step,
                 model=self.model,
@@ -635,11 +648,15 @@ class Trainer:
                 train_config=tc,
                 rng=rng_states,
                 extra=extra,
+                async_group=self._async_group,
             )
-            if self.dist.is_main:
-                prune_checkpoints(self.ckpt_root, tc.keep_last)
-            barrier()
-            self._overhead += time.perf_counter() - t0
+            if self._async_group is None:
+                self._pending_save = pending
+                self.complete_pending_save()
+            else:  # written in the background; completed at the next save or at the end
+                self._pending_save = pending
+            self.last_save_blocked_s = time.perf_counter() - t0
+            self._overhead += self.last_save_blocked_s
             return self.ckpt_root / step_dir_name(step)
         model, optimizer = self._plain_model(), self.optimizer
         if self.sharded:  # gathered to rank 0, saved as an unsharded run saves them
@@ -662,6 +679,17 @@ class Trainer:
         self._overhead += time.perf_counter() - t0
         return self.ckpt_root / step_dir_name(step)
 
+    def complete_pending_save(self) -> None:
+        """Finish the sharded checkpoint in progress, if any (every rank calls it): wait for
+        its parts, write its manifest, rename it, prune old checkpoints."""
+        pending, self._pending_save = self._pending_save, None
+        if pending is None:
+            return
+        pending.complete()
+        if self.dist.is_main:
+            prune_checkpoints(self.ckpt_root, self.tc.keep_last)
+        barrier()
+
     def stop_for_signal(self) -> None:
         """Save the current step (unless this step's checkpoint was just written), record
         why the run stops in ``metrics.jsonl`` and the log, and raise :class:`RunStopped`."""
@@ -671,6 +699,7 @@ class Trainer:
         path = self.ckpt_root / step_dir_name(self.step)
         if not self._save_due():
             path = self.save()
+        self.complete_pending_save()
         row = {
             "step": self.step,
             "event": "stopped",
@@ -699,6 +728,7 @@ class Trainer:
 
     def finish(self) -> dict[str, Any]:
         """Final evaluation, final model, ``summary.json`` and the loss plot."""
+        self.complete_pending_save()
         out, step, log = self.out, self.step, self.log
         if self.last_eval is not None and self.last_eval[0] == step:
             final = self.last_eval[1]

@@ -43,6 +43,7 @@ __all__ = [
     "part_files",
     "read_full",
     "save_parts",
+    "start_async_save",
     "train_state",
 ]
 
@@ -138,6 +139,20 @@ def save_parts(directory: Path, flat: dict[str, torch.Tensor]) -> list[str]:
     _dcp().save(flat, storage_writer=writer)
     rank = tdist.get_rank() if tdist.is_initialized() else 0
     return part_files(directory, rank)
+
+
+def start_async_save(directory: Path, flat: dict[str, torch.Tensor], group: Any) -> Any:
+    """Copy this rank's part of ``flat`` and write it from a background thread over the
+    process group ``group`` (every rank calls it).
+
+    Returns:
+        A future whose ``result()`` waits for the write.
+    """
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
+
+    directory.mkdir(parents=True, exist_ok=True)
+    writer = HuggingFaceStorageWriter(str(directory), save_distributed=True)
+    return _dcp().async_save(flat, storage_writer=writer, process_group=group)
 
 
 def _reader(directory: Path) -> Any:

@@ -113,3 +113,22 @@ def test_an_unsharded_checkpoint_resumes_sharded(corpus_spec, tmp_path):
     for key in ("train_loss", "grad_norm", "lr"):
         torch.testing.assert_close(column(out, key), column(one, key), rtol=1e-5, atol=0, msg=key)
     assert (out / "checkpoints" / "step_0000012" / "parts").is_dir()
+
+
+@pytest.mark.slow
+def test_async_checkpoints_equal_the_synchronous_ones(sharded_run, corpus_spec, tmp_path):
+    from complexformer.training.parts import read_full
+
+    out = tmp_path / "async"
+    cmd = train_command(MODEL, {**TRAIN, "async_checkpoint": True}, out, corpus_spec)
+    launch(2, cmd + ["--shard"])
+    for key in ("train_loss", "grad_norm", "lr"):
+        torch.testing.assert_close(column(out, key), column(sharded_run, key), rtol=0, atol=0)
+    for step in ("step_0000008", "step_0000012"):
+        verify_checkpoint(out / "checkpoints" / step)
+        got = read_full(out / "checkpoints" / step / "parts")
+        want = read_full(sharded_run / "checkpoints" / step / "parts")
+        assert sorted(got) == sorted(want)
+        for name in want:
+            torch.testing.assert_close(got[name], want[name], rtol=0, atol=0, msg=name)
+    assert not list((out / "checkpoints").glob(".tmp-*"))
