@@ -157,6 +157,10 @@ def train_task(
         small to fill one block).
 
     Raises:
+        RunStopped: a stop signal (``train_config.stop_signals``) reached a rank; the
+            checkpoint of the step the ranks agreed on was written. A ``SystemExit`` with
+            exit code 75 (:mod:`~complexformer.training.preempt`).
+        PeerFailedError: another rank of a distributed run failed (its message).
         RunExistsError: ``out_dir`` holds a run and neither resume nor overwrite was given.
         NotARunFolderError: ``out_dir`` is a non-empty folder that is not a run (also with
             overwrite; nothing in it is changed).
