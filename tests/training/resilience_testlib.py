@@ -55,8 +55,11 @@ def torchrun(nproc: int, args: list[str], max_restarts: int = 1, timeout: float 
         f"--nproc-per-node={nproc}",
         f"--max-restarts={max_restarts}",
         "--monitor-interval=0.2",
-        "--master-addr=127.0.0.1",
-        f"--master-port={free_local_port()}",
+        # the c10d rendezvous: each restart is a new round with keys of its own (the static
+        # one of --master-addr keeps the first attempt's keys, and a restarted rank can read
+        # a dead rank's gloo address from them and fail to connect)
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint=127.0.0.1:{free_local_port()}",
         str(WORKER),
         *args,
     ]
