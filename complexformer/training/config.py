@@ -86,6 +86,9 @@ class TrainConfig(ConfigBase):
             ``torch.distributed.checkpoint.async_save``); the checkpoint is completed (its
             manifest written, its folder renamed) at the next save, on a stop signal or at
             the end. Without ``shard`` checkpoints are written synchronously (with a note).
+        activation_checkpointing: recompute each transformer block's activations in the
+            backward pass instead of keeping them (the same gradients, less memory, one more
+            forward pass per block; see :mod:`complexformer.training.activation`).
     """
 
     out_dir: str
@@ -120,6 +123,7 @@ class TrainConfig(ConfigBase):
     stop_signals: tuple[str, ...] = ("SIGTERM", "SIGUSR1")
     dist_timeout: float = 1800.0
     async_checkpoint: bool = False
+    activation_checkpointing: bool = False
 
     _what = "TrainConfig field"
 

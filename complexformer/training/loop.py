@@ -37,6 +37,7 @@ from .._atomic import atomic_write_text, remove_stale_temporaries
 from .._runtime import cpu_settings
 from .._safe_paths import is_regular_file, read_text
 from ..data import BlockSampler
+from .activation import checkpoint_blocks
 from .checkpoint import (
     CHECKPOINTS_DIR,
     ShardedSave,
@@ -354,6 +355,9 @@ class Trainer:
         _seed_all(tc.seed)
         self.model = model = task.build_model()
         self.sharded = tc.shard and dist.distributed
+        if tc.activation_checkpointing:
+            n = checkpoint_blocks(task.shard_units(model))
+            self.log(f"activation checkpointing: {n} block(s) recompute their activations")
         # a sharded run of a task whose checkpoints hold the whole model writes them in parts
         self.parts = self.sharded and _whole_model_checkpoints(task)
         load_parts = ckpt is not None and ckpt.sharded and self.parts

@@ -132,3 +132,15 @@ def test_async_checkpoints_equal_the_synchronous_ones(sharded_run, corpus_spec, 
         for name in want:
             torch.testing.assert_close(got[name], want[name], rtol=0, atol=0, msg=name)
     assert not list((out / "checkpoints").glob(".tmp-*"))
+
+
+@pytest.mark.slow
+def test_activation_checkpointing_under_shard_gives_the_same_losses(
+    sharded_run, corpus_spec, tmp_path
+):
+    out = tmp_path / "ac"
+    cmd = train_command(MODEL, {**TRAIN, "activation_checkpointing": True}, out, corpus_spec)
+    outputs = launch(2, cmd + ["--shard"])
+    assert "activation checkpointing: 2 block(s)" in outputs[0]
+    for key in ("train_loss", "grad_norm", "lr"):
+        torch.testing.assert_close(column(out, key), column(sharded_run, key), rtol=0, atol=0)
