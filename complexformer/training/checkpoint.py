@@ -20,6 +20,7 @@ rot) is detected and :func:`find_latest_checkpoint` falls back to the previous g
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as tdist
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
@@ -47,6 +49,17 @@ from .._manifest import (
 )
 from .._safe_paths import refuse_link, remove_entry
 from .config import TrainConfig
+from .dist import all_gather_objects
+from .parts import (
+    PARTS_DIR,
+    load_model_state,
+    optimizer_from_full,
+    part_files,
+    read_full,
+    save_parts,
+    start_async_save,
+    train_state,
+)
 
 __all__ = [
     "CHECKPOINTS_DIR",
@@ -298,13 +311,6 @@ class ShardedSave:
         extra: dict[str, Any] | None = None,
         async_group: Any = None,
     ) -> None:
-        import contextlib
-
-        import torch.distributed as tdist
-
-        from .dist import all_gather_objects
-        from .parts import PARTS_DIR, save_parts, start_async_save, train_state
-
         self.root, self.step = Path(root), step
         self.rank = tdist.get_rank() if tdist.is_initialized() else 0
         self.final = self.root / step_dir_name(step)
@@ -340,9 +346,6 @@ class ShardedSave:
     def complete(self) -> Path:
         """Wait for the parts, write the manifest and rename the directory (every rank calls
         it). Returns the final checkpoint directory."""
-        from .dist import all_gather_objects
-        from .parts import PARTS_DIR, part_files
-
         try:
             if self.future is not None:
                 self.future.result()
@@ -421,8 +424,6 @@ def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         CheckpointError: a missing or unreadable manifest, an unknown format, or a file
             missing, of the wrong size or with the wrong sha256 (the path is named).
     """
-    from .parts import PARTS_DIR, part_files
-
     path = Path(path)
     parts = tuple(f"{PARTS_DIR}/{n}" for n in part_files(path / PARTS_DIR))
     return verify_manifest(
@@ -482,8 +483,6 @@ class Checkpoint:
         return bool(self.state.get("sharded"))
 
     def _full_parts(self) -> dict[str, torch.Tensor]:
-        from .parts import PARTS_DIR, read_full
-
         cached = self.__dict__.get("_parts")
         if cached is None:
             try:
@@ -505,8 +504,6 @@ class Checkpoint:
         if self.sharded:
             full = self._full_parts()
             state = {k[len("model.") :]: v for k, v in full.items() if k.startswith("model.")}
-            from .parts import load_model_state
-
             try:
                 load_model_state(model, state)
             except RuntimeError as e:
@@ -522,8 +519,6 @@ class Checkpoint:
     def optimizer_state_dict(self) -> dict[str, Any]:
         """The optimizer ``state_dict`` (tensors on CPU)."""
         if self.sharded:
-            from .parts import optimizer_from_full
-
             return optimizer_from_full(self._full_parts(), self.state["optimizer"])
         return _unflatten_optimizer(load_file(str(self.path / OPTIM_FILE)), self.state["optimizer"])
 

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 import torch.distributed as tdist
+from torch.distributed.distributed_c10d import _get_default_store
 
 from .dist import DistInfo
 from .preempt import RunStopped
@@ -48,8 +49,6 @@ class PeerFailedError(RuntimeError):
 
 
 def _default_store() -> Any:
-    from torch.distributed.distributed_c10d import _get_default_store
-
     return _get_default_store()
 
 

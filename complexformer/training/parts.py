@@ -33,7 +33,17 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as tdist
+import torch.distributed.checkpoint as dcp
 from torch import nn
+from torch.distributed.checkpoint import HuggingFaceStorageReader, HuggingFaceStorageWriter
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 
 __all__ = [
     "PARTS_DIR",
@@ -51,12 +61,6 @@ PARTS_DIR = "parts"
 _PART_RE = re.compile(r"^shard-(\d{5})-model-\d{5}-of-\d{5}\.safetensors$")
 
 
-def _dcp() -> Any:
-    import torch.distributed.checkpoint as dcp
-
-    return dcp
-
-
 def train_state(
     model: nn.Module, optimizer: torch.optim.Optimizer
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -66,11 +70,6 @@ def train_state(
     Every rank of a sharded run calls it (an optimizer without state yet gets a zero state
     first, the targets a load fills).
     """
-    from torch.distributed.checkpoint.state_dict import (
-        get_model_state_dict,
-        get_optimizer_state_dict,
-    )
-
     flat = {f"model.{k}": v for k, v in _without_aliases(get_model_state_dict(model)).items()}
     osd = get_optimizer_state_dict(model, optimizer)
     scalars: dict[str, dict[str, Any]] = {}
@@ -131,12 +130,9 @@ def save_parts(directory: Path, flat: dict[str, torch.Tensor]) -> list[str]:
     Returns:
         The names of the files this rank wrote (none when DCP gave it nothing to write).
     """
-    import torch.distributed as tdist
-    from torch.distributed.checkpoint import HuggingFaceStorageWriter
-
     directory.mkdir(parents=True, exist_ok=True)
     writer = HuggingFaceStorageWriter(str(directory), save_distributed=True)
-    _dcp().save(flat, storage_writer=writer)
+    dcp.save(flat, storage_writer=writer)
     rank = tdist.get_rank() if tdist.is_initialized() else 0
     return part_files(directory, rank)
 
@@ -148,16 +144,12 @@ def start_async_save(directory: Path, flat: dict[str, torch.Tensor], group: Any)
     Returns:
         A future whose ``result()`` waits for the write.
     """
-    from torch.distributed.checkpoint import HuggingFaceStorageWriter
-
     directory.mkdir(parents=True, exist_ok=True)
     writer = HuggingFaceStorageWriter(str(directory), save_distributed=True)
-    return _dcp().async_save(flat, storage_writer=writer, process_group=group)
+    return dcp.async_save(flat, storage_writer=writer, process_group=group)
 
 
 def _reader(directory: Path) -> Any:
-    from torch.distributed.checkpoint import HuggingFaceStorageReader
-
     return HuggingFaceStorageReader(str(directory))
 
 
@@ -172,14 +164,8 @@ def load_sharded(
         model, optimizer: the sharded model and its AdamW.
         meta: the checkpoint's ``state["optimizer"]`` (param groups by name).
     """
-    from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
-        set_model_state_dict,
-        set_optimizer_state_dict,
-    )
-
     flat, _ = train_state(model, optimizer)
-    _dcp().load(flat, storage_reader=_reader(directory))
+    dcp.load(flat, storage_reader=_reader(directory))
     msd = {k[len("model.") :]: v for k, v in flat.items() if k.startswith("model.")}
     set_model_state_dict(model, msd, options=StateDictOptions(strict=False))
     set_optimizer_state_dict(model, optimizer, _optimizer_by_name(flat, meta))
@@ -213,7 +199,7 @@ def read_full(directory: Path) -> dict[str, torch.Tensor]:
     }
     with warnings.catch_warnings():  # "assuming the intent is to load in a single process"
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        _dcp().load(flat, storage_reader=_reader(directory), no_dist=True)
+        dcp.load(flat, storage_reader=_reader(directory), no_dist=True)
     return flat
 
 
