@@ -26,10 +26,12 @@ __all__ = [
     "NO_VERIFY_HINT",
     "TOKENIZER_FILES",
     "ManifestError",
+    "file_entry",
     "sha256_file",
     "update_manifest",
     "verify_manifest",
     "write_manifest",
+    "write_manifest_entries",
 ]
 
 FORMAT = "complexformer-checkpoint-v1"
@@ -87,6 +89,20 @@ def write_manifest(directory: str | os.PathLike, files: Iterable[str], **meta: A
     """
     d = Path(directory)
     return _write(d, meta, _entries(d, files))
+
+
+def write_manifest_entries(
+    directory: str | os.PathLike, entries: dict[str, dict[str, Any]], **meta: Any
+) -> Path:
+    """Write ``directory/manifest.json`` from entries hashed elsewhere (each writer of a
+    sharded checkpoint hashes the part it wrote: ``{name: {"sha256", "bytes"}}``, see
+    :func:`file_entry`)."""
+    return _write(Path(directory), meta, entries)
+
+
+def file_entry(path: str | os.PathLike) -> dict[str, Any]:
+    """The manifest entry of one file: ``{"sha256", "bytes"}``."""
+    return {"sha256": sha256_file(path), "bytes": Path(path).stat().st_size}
 
 
 def update_manifest(directory: str | os.PathLike, files: Iterable[str], **meta: Any) -> Path:

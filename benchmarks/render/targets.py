@@ -90,6 +90,14 @@ TARGETS: tuple[Target, ...] = (
            ("2", "shard_vs_ddp"), "<=", 0.6),
     Target("shard", "per-rank parameters + gradients + AdamW state, --shard / DDP, 4 ranks",
            ("4", "shard_vs_ddp"), "<=", 0.35),
+    Target("checkpoint", "bytes written per rank by a sharded save / one process's, 2 ranks",
+           ("2", "bytes_vs_one"), "<=", 0.6),
+    Target("checkpoint", "bytes written per rank by a sharded save / one process's, 4 ranks",
+           ("4", "bytes_vs_one"), "<=", 0.35),
+    Target("checkpoint", "time an asynchronous save blocks training / a synchronous save, "
+           "2 ranks", ("2", "async_vs_sync_blocked"), "<=", 0.3),
+    Target("checkpoint", "time an asynchronous save blocks training / a synchronous save, "
+           "4 ranks", ("4", "async_vs_sync_blocked"), "<=", 0.3),
 )  # fmt: skip
 
 

@@ -14,7 +14,10 @@ The language model's task and its runs are in :mod:`complexformer.lm` (``lm.trai
 Modules: :mod:`.config` (:class:`TrainConfig`), :mod:`.optim` (parameter groups, schedule),
 :mod:`.checkpoint` (atomic safetensors + JSON checkpoints), :mod:`.dist` (torchrun/DDP),
 :mod:`.evaluate` (perplexity), :mod:`.metrics` (``metrics.jsonl``, TensorBoard),
-:mod:`.loop` (:func:`train_task`, :class:`Trainer`), :mod:`.task` (the :class:`TrainTask`
+:mod:`.loop` (:func:`train_task`, :class:`Trainer`), :mod:`.saving` (the trainer's saves and
+its stop on a signal), :mod:`.parts` (sharded checkpoints written in parts),
+:mod:`.preempt` (stop signals, exit code 75), :mod:`.failure` (a failing rank stops the
+others), :mod:`.activation` (activation checkpointing), :mod:`.task` (the :class:`TrainTask`
 interface), :mod:`.rundir` (run-directory safety and lock), :mod:`.plot` (loss curves).
 """
 

@@ -20,10 +20,12 @@ rot) is detected and :func:`find_latest_checkpoint` falls back to the previous g
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,14 +33,33 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as tdist
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
 from .._atomic import atomic_dir
 from .._config import ConfigBase
-from .._manifest import FORMAT, MANIFEST, verify_manifest, write_manifest
+from .._manifest import (
+    FORMAT,
+    MANIFEST,
+    file_entry,
+    verify_manifest,
+    write_manifest,
+    write_manifest_entries,
+)
 from .._safe_paths import refuse_link, remove_entry
 from .config import TrainConfig
+from .dist import all_gather_objects
+from .parts import (
+    PARTS_DIR,
+    load_model_state,
+    optimizer_from_full,
+    part_files,
+    read_full,
+    save_parts,
+    start_async_save,
+    train_state,
+)
 
 __all__ = [
     "CHECKPOINTS_DIR",
@@ -46,6 +67,7 @@ __all__ = [
     "MANIFEST",
     "Checkpoint",
     "CheckpointError",
+    "ShardedSave",
     "capture_rng_state",
     "find_latest_checkpoint",
     "list_checkpoints",
@@ -53,6 +75,7 @@ __all__ = [
     "prune_checkpoints",
     "restore_rng_state",
     "save_checkpoint",
+    "save_sharded_checkpoint",
     "step_dir_name",
     "verify_checkpoint",
 ]
@@ -207,28 +230,147 @@ def save_checkpoint(
             _save_tensors(tmp / MODEL_FILE, model_tensors)
         opt_tensors, opt_meta = _flatten_optimizer(optimizer.state_dict())
         _save_tensors(tmp / OPTIM_FILE, opt_tensors)
-        rng_tensors = {f"rank{r}.{k}": v for r, (ts, _) in enumerate(rng) for k, v in ts.items()}
-        _save_tensors(tmp / RNG_FILE, rng_tensors)
-        state = {
-            "format": FORMAT,
-            "step": step,
-            "model_config": (
-                model_config if isinstance(model_config, dict) else model_config.to_dict()
-            ),
-            "train_config": train_config.to_dict(),
-            "optimizer": opt_meta,
-            "scheduler": scheduler.state_dict() if scheduler is not None else None,
-            "rng": [meta for _, meta in rng],
-            "world_size": len(rng),
-            **(extra or {}),
-        }
-        try:
-            json.dumps(state)
-        except TypeError as e:
-            raise TypeError(f"checkpoint state is not JSON-serialisable: {e}") from None
-        _write_json(tmp / STATE, state)
+        _write_state(
+            tmp,
+            step,
+            model_config=model_config,
+            train_config=train_config,
+            opt_meta=opt_meta,
+            scheduler=scheduler,
+            rng=rng,
+            extra=extra,
+        )
         write_manifest(tmp, (MODEL_FILE, OPTIM_FILE, RNG_FILE, STATE), step=step)
     return final
+
+
+def _write_state(
+    tmp: Path,
+    step: int,
+    *,
+    model_config: ConfigBase | dict[str, Any],
+    train_config: TrainConfig,
+    opt_meta: dict[str, Any],
+    scheduler: Any,
+    rng: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
+    extra: dict[str, Any] | None,
+) -> None:
+    """``rng.safetensors`` and ``state.json`` of a checkpoint."""
+    rng_tensors = {f"rank{r}.{k}": v for r, (ts, _) in enumerate(rng) for k, v in ts.items()}
+    _save_tensors(tmp / RNG_FILE, rng_tensors)
+    state = {
+        "format": FORMAT,
+        "step": step,
+        "model_config": (
+            model_config if isinstance(model_config, dict) else model_config.to_dict()
+        ),
+        "train_config": train_config.to_dict(),
+        "optimizer": opt_meta,
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "rng": [meta for _, meta in rng],
+        "world_size": len(rng),
+        **(extra or {}),
+    }
+    try:
+        json.dumps(state)
+    except TypeError as e:
+        raise TypeError(f"checkpoint state is not JSON-serialisable: {e}") from None
+    _write_json(tmp / STATE, state)
+
+
+class ShardedSave:
+    """A checkpoint of a sharded run being written: every rank creates it together and calls
+    :meth:`complete` together.
+
+    Every rank writes its own part of the model and optimizer state
+    (:mod:`~complexformer.training.parts`); rank 0 writes ``rng.safetensors``, ``state.json``
+    and, in :meth:`complete`, the manifest of every file from the hashes each rank computed
+    of its own part. The directory is written as :func:`save_checkpoint` writes it, into a
+    temporary sibling that rank 0 creates, passes to every rank and renames once complete.
+
+    Args:
+        root, step, model, optimizer, scheduler, model_config, train_config, rng, extra: as
+            in :func:`save_checkpoint` (``model`` is the sharded model).
+        async_group: None writes the parts now; a process group (a gloo group of its own,
+            so that the writes do not interleave with training's collectives) makes the
+            write asynchronous: the state is copied first (the time training waits), the
+            files are written by a background thread, and :meth:`complete` waits for them.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        step: int,
+        *,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: Any,
+        model_config: ConfigBase | dict[str, Any],
+        train_config: TrainConfig,
+        rng: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
+        extra: dict[str, Any] | None = None,
+        async_group: Any = None,
+    ) -> None:
+        self.root, self.step = Path(root), step
+        self.rank = tdist.get_rank() if tdist.is_initialized() else 0
+        self.final = self.root / step_dir_name(step)
+        self.stack = contextlib.ExitStack()
+        try:
+            tmp_here: Path | None = None
+            if self.rank == 0:
+                refuse_link(self.root)
+                tmp_here = self.stack.enter_context(atomic_dir(self.final))
+            self.tmp = Path(all_gather_objects(None if tmp_here is None else str(tmp_here))[0])
+            self.parts = self.tmp / PARTS_DIR
+            flat, opt_meta = train_state(model, optimizer)
+            self.future = None
+            if async_group is None:
+                save_parts(self.parts, flat)
+            else:
+                self.future = start_async_save(self.parts, flat, async_group)
+            if self.rank == 0:
+                _write_state(
+                    self.tmp,
+                    step,
+                    model_config=model_config,
+                    train_config=train_config,
+                    opt_meta=opt_meta,
+                    scheduler=scheduler,
+                    rng=rng,
+                    extra={**(extra or {}), "sharded": True},
+                )
+        except BaseException:
+            self.stack.close()
+            raise
+
+    def complete(self) -> Path:
+        """Wait for the parts, write the manifest and rename the directory (every rank calls
+        it). Returns the final checkpoint directory."""
+        try:
+            if self.future is not None:
+                self.future.result()
+            mine = {
+                f"{PARTS_DIR}/{n}": file_entry(self.parts / n)
+                for n in part_files(self.parts, self.rank)
+            }
+            entries: dict[str, dict[str, Any]] = {}
+            for part in all_gather_objects(mine):
+                entries.update(part)
+            if self.rank == 0:
+                for name in (RNG_FILE, STATE):
+                    entries[name] = file_entry(self.tmp / name)
+                write_manifest_entries(self.tmp, entries, step=self.step, sharded=True)
+        except BaseException:
+            self.stack.__exit__(*sys.exc_info())
+            raise
+        self.stack.close()
+        return self.final
+
+
+def save_sharded_checkpoint(root: str | os.PathLike, step: int, **kw: Any) -> Path:
+    """Write ``root/step_{step:07d}`` of a sharded run now (every rank calls it); the
+    arguments are those of :class:`ShardedSave`. Returns the final directory."""
+    return ShardedSave(root, step, **kw).complete()
 
 
 def list_checkpoints(root: str | os.PathLike) -> list[tuple[int, Path]]:
@@ -282,8 +424,10 @@ def verify_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         CheckpointError: a missing or unreadable manifest, an unknown format, or a file
             missing, of the wrong size or with the wrong sha256 (the path is named).
     """
+    path = Path(path)
+    parts = tuple(f"{PARTS_DIR}/{n}" for n in part_files(path / PARTS_DIR))
     return verify_manifest(
-        path, error=CheckpointError, covers=(MODEL_FILE, OPTIM_FILE, RNG_FILE, STATE)
+        path, error=CheckpointError, covers=(MODEL_FILE, OPTIM_FILE, RNG_FILE, STATE, *parts)
     )
 
 
@@ -334,12 +478,38 @@ class Checkpoint:
     state: dict[str, Any]
 
     @property
+    def sharded(self) -> bool:
+        """True for a checkpoint written in parts by the ranks of a sharded run."""
+        return bool(self.state.get("sharded"))
+
+    def _full_parts(self) -> dict[str, torch.Tensor]:
+        cached = self.__dict__.get("_parts")
+        if cached is None:
+            try:
+                cached = read_full(self.path / PARTS_DIR)
+            except Exception as e:  # safetensors and DCP raise several types
+                raise CheckpointError(
+                    f"cannot read the parts of {self.path / PARTS_DIR}: {e}"
+                ) from None
+            self.__dict__["_parts"] = cached
+        return cached
+
+    @property
     def train_config(self) -> TrainConfig:
         """The training configuration."""
         return TrainConfig.from_dict(self.state["train_config"])
 
     def load_model_into(self, model: nn.Module, device: str | torch.device = "cpu") -> None:
         """Load the weights into ``model`` (strict; tied weights handled)."""
+        if self.sharded:
+            full = self._full_parts()
+            state = {k[len("model.") :]: v for k, v in full.items() if k.startswith("model.")}
+            try:
+                load_model_state(model, state)
+            except RuntimeError as e:
+                raise CheckpointError(f"cannot load model weights from {self.path}: {e}") from None
+            model.to(device)
+            return
         f = self.path / MODEL_FILE
         try:
             load_model(model, str(f), strict=True, device=str(device))
@@ -348,6 +518,8 @@ class Checkpoint:
 
     def optimizer_state_dict(self) -> dict[str, Any]:
         """The optimizer ``state_dict`` (tensors on CPU)."""
+        if self.sharded:
+            return optimizer_from_full(self._full_parts(), self.state["optimizer"])
         return _unflatten_optimizer(load_file(str(self.path / OPTIM_FILE)), self.state["optimizer"])
 
     def rng_state(self, rank: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from .._config import ConfigBase
+from .preempt import check_signal_names
 
 __all__ = ["DEVICES", "SCHEDULES", "TrainConfig"]
 
@@ -71,6 +73,22 @@ class TrainConfig(ConfigBase):
             saved-model directory (the optimizer and schedule start fresh; ``tokenizer``
             defaults to that run's tokenizer; the model config must match its shapes).
             Ignored when resuming from a checkpoint of this run.
+        stop_signals: signals on which the run saves a checkpoint at the next step boundary
+            (agreed by all ranks) and exits with code 75 (``EX_TEMPFAIL``), to continue with
+            ``--resume`` (see :mod:`complexformer.training.preempt`); an empty list keeps
+            Python's default handling (SIGTERM then ends the process at once).
+        dist_timeout: seconds a collective operation of a distributed run waits for the other
+            ranks before it fails (the process group's timeout; PyTorch's default is 30
+            minutes for gloo). A rank that fails makes the others stop with its message at
+            once, without waiting out this timeout.
+        async_checkpoint: with ``shard``, copy the state at a save and write the parts from a
+            background thread while training goes on (PyTorch's
+            ``torch.distributed.checkpoint.async_save``); the checkpoint is completed (its
+            manifest written, its folder renamed) at the next save, on a stop signal or at
+            the end. Without ``shard`` checkpoints are written synchronously (with a note).
+        activation_checkpointing: recompute each transformer block's activations in the
+            backward pass instead of keeping them (the same gradients, less memory, one more
+            forward pass per block; see :mod:`complexformer.training.activation`).
     """
 
     out_dir: str
@@ -102,6 +120,10 @@ class TrainConfig(ConfigBase):
     device: str = "auto"
     num_threads: int | None = None
     init_from: str | None = None
+    stop_signals: tuple[str, ...] = ("SIGTERM", "SIGUSR1")
+    dist_timeout: float = 1800.0
+    async_checkpoint: bool = False
+    activation_checkpointing: bool = False
 
     _what = "TrainConfig field"
 
@@ -143,6 +165,16 @@ class TrainConfig(ConfigBase):
             raise ValueError(f"eps must be > 0, got {self.eps}")
         if self.grad_clip < 0:
             raise ValueError(f"grad_clip must be >= 0 (0 disables clipping), got {self.grad_clip}")
+        if isinstance(self.stop_signals, str):
+            self.stop_signals = (self.stop_signals,)
+        self.stop_signals = check_signal_names(tuple(self.stop_signals))
+        if isinstance(self.dist_timeout, bool) or not (
+            isinstance(self.dist_timeout, (int, float)) and 0 < self.dist_timeout < math.inf
+        ):
+            raise ValueError(
+                f"dist_timeout must be a number of seconds > 0, got {self.dist_timeout!r}"
+            )
+        self.dist_timeout = float(self.dist_timeout)
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
         if self.shard and self.compile:

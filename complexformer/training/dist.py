@@ -15,6 +15,7 @@ import random
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -94,13 +95,15 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     raise ValueError(f"unknown device {name!r}; expected 'auto', 'cpu' or 'cuda'")
 
 
-def setup_distributed(device: str = "auto") -> DistInfo:
+def setup_distributed(device: str = "auto", timeout_s: float | None = None) -> DistInfo:
     """Join the torchrun process group if the environment describes one.
 
     An already initialised default group (created by the caller) is reused as is.
 
     Args:
         device: ``"auto"``, ``"cpu"`` or ``"cuda"``.
+        timeout_s: how long a collective waits for the other ranks before it fails (the
+            process group's ``timeout``); None keeps PyTorch's default.
 
     Returns:
         The :class:`DistInfo`; single-process when ``WORLD_SIZE`` is unset or 1.
@@ -118,8 +121,34 @@ def setup_distributed(device: str = "auto") -> DistInfo:
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     backend = "nccl" if dev.type == "cuda" else "gloo"
-    tdist.init_process_group(backend, rank=rank, world_size=world)
+    kw: dict[str, Any] = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}
+    store = _attempt_store(world, timeout_s)
+    if store is not None:
+        kw["store"] = store
+    tdist.init_process_group(backend, rank=rank, world_size=world, **kw)
     return DistInfo(rank, world, local, dev, True)
+
+
+def _attempt_store(world: int, timeout_s: float | None) -> Any:
+    """Under a torchrun restart, the agent's key-value store with a prefix of this attempt.
+
+    torchrun's agent keeps one store for every attempt of a job, and the process group's
+    keys (each rank's gloo address) of an attempt stay in it: a restarted rank could read a
+    dead rank's address and fail to connect. The keys of attempt ``n`` go under
+    ``complexformer/attempt-n/``. None outside a restart (the usual ``env://`` start).
+    """
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if restart == "0" or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    timeout = timedelta(seconds=timeout_s if timeout_s is not None else 1800)
+    store = tdist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        world,
+        is_master=False,
+        timeout=timeout,
+    )
+    return tdist.PrefixStore(f"complexformer/attempt-{restart}/", store)
 
 
 def free_local_port(rng: random.Random | None = None) -> int:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as tdist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.nn.utils import clip_grad_norm_
@@ -36,18 +37,16 @@ from .._atomic import atomic_write_text, remove_stale_temporaries
 from .._runtime import cpu_settings
 from .._safe_paths import is_regular_file, read_text
 from ..data import BlockSampler
+from .activation import checkpoint_blocks
 from .checkpoint import (
     CHECKPOINTS_DIR,
-    capture_rng_state,
+    ShardedSave,
     find_latest_checkpoint,
     load_checkpoint,
-    prune_checkpoints,
     restore_rng_state,
-    save_checkpoint,
 )
 from .config import TrainConfig
 from .dist import (
-    all_gather_objects,
     all_reduce_sum,
     barrier,
     cleanup_distributed,
@@ -55,9 +54,12 @@ from .dist import (
     run_on_rank0,
     setup_distributed,
 )
+from .failure import PeerFailures
 from .metrics import METRICS_FILE, MetricsLogger, check_tensorboard
 from .optim import build_optimizer, build_scheduler
+from .parts import PARTS_DIR, load_sharded
 from .plot import plot_loss_curves
+from .preempt import StopSignals
 from .rundir import (
     START_EVAL_FILE,
     check_out_dir,
@@ -66,10 +68,9 @@ from .rundir import (
     mark_run,
     run_lock,
 )
+from .saving import SavingMixin, whole_model_checkpoints
 from .shard import (
     PlainTwin,
-    full_model_state,
-    full_optimizer_state,
     shard_model,
     shard_optimizer_state,
     to_full_tensor,
@@ -151,6 +152,10 @@ def train_task(
         small to fill one block).
 
     Raises:
+        RunStopped: a stop signal (``train_config.stop_signals``) reached a rank; the
+            checkpoint of the step the ranks agreed on was written. A ``SystemExit`` with
+            exit code 75 (:mod:`~complexformer.training.preempt`).
+        PeerFailedError: another rank of a distributed run failed (its message).
         RunExistsError: ``out_dir`` holds a run and neither resume nor overwrite was given.
         NotARunFolderError: ``out_dir`` is a non-empty folder that is not a run (also with
             overwrite; nothing in it is changed).
@@ -176,7 +181,7 @@ class StepStats:
     grad_norm: float
 
 
-class Trainer:
+class Trainer(SavingMixin):
     """One training run of a :class:`TrainTask`, in named steps.
 
     :meth:`run` is ``setup`` -> for each update: ``train_step`` -> ``log_step`` ->
@@ -210,42 +215,27 @@ class Trainer:
 
     # ------------------------------------------------------------------------------ run
     def run(self) -> dict[str, Any]:
-        """Set up, train to ``max_steps``, finish; returns the summary (see :func:`train_task`)."""
+        """Set up, train to ``max_steps``, finish; returns the summary (see :func:`train_task`).
+
+        Raises:
+            RunStopped: a stop signal (``TrainConfig.stop_signals``) reached a rank; the
+                checkpoint of the step where the ranks agreed on it was written (a
+                ``SystemExit`` with code :data:`~complexformer.training.preempt.EXIT_STOPPED`).
+            PeerFailedError: another rank failed (its message).
+        """
         self.t_start = time.perf_counter()
-        self.dist = setup_distributed(self.tc.device)
+        self.dist = setup_distributed(self.tc.device, self.tc.dist_timeout)
         self.log: Callable[[str], Any] = (self._log_fn or _noop) if self.dist.is_main else _noop
         # On CPUs, denormal floats (PCL's log-softmax at tau = 0.1 makes many) slow the
         # backward pass ~30x: flush them to zero for this run only.
         flush = self.dist.device.type == "cpu"
         lock = run_lock(self.out, "training run") if self.dist.is_main else contextlib.nullcontext()
+        self.signals = StopSignals(self.tc.stop_signals)
         try:
-            check_run_folder(self.out)  # before the lock touches a folder that is not a run
-            with cpu_settings(self.tc.num_threads, flush), lock:
-                self.setup()
-                self.maybe_eval_start()
-                try:
-                    while self.step < self.tc.max_steps:
-                        stats = self.train_step()
-                        row = self.log_step(stats)
-                        self.maybe_eval(row)
-                        if row is not None:
-                            self._write_row(row)
-                        self.maybe_save()
-                        if self.callback is not None:
-                            self.callback(
-                                {
-                                    "step": stats.step,
-                                    "train_loss": stats.train_loss,
-                                    "lr": stats.lr,
-                                    "grad_norm": stats.grad_norm,
-                                    "row": row,
-                                }
-                            )
-                finally:
-                    self.bar.close()
-                    if self.metrics is not None:
-                        self.metrics.close()
-                return self.finish()
+            with PeerFailures(self.dist), self.signals:
+                check_run_folder(self.out)  # before the lock touches a folder that is not a run
+                with cpu_settings(self.tc.num_threads, flush), lock:
+                    return self._train()
         finally:
             # The DDP wrapper's reducer holds the process group. Freed after the group was
             # destroyed, it would destroy the group itself with the GIL held while a gloo
@@ -255,6 +245,35 @@ class Trainer:
                 self.train_model = None
                 gc.collect()
             cleanup_distributed(self.dist)
+
+    def _train(self) -> dict[str, Any]:
+        self.setup()
+        self.maybe_eval_start()
+        try:
+            while self.step < self.tc.max_steps:
+                stats = self.train_step()
+                row = self.log_step(stats)
+                self.maybe_eval(row)
+                if row is not None:
+                    self._write_row(row)
+                self.maybe_save()
+                if self.callback is not None:
+                    self.callback(
+                        {
+                            "step": stats.step,
+                            "train_loss": stats.train_loss,
+                            "lr": stats.lr,
+                            "grad_norm": stats.grad_norm,
+                            "row": row,
+                        }
+                    )
+                if self.stop_votes and self.step < self.tc.max_steps:
+                    self.stop_for_signal()
+        finally:
+            self.bar.close()
+            if self.metrics is not None:
+                self.metrics.close()
+        return self.finish()
 
     # ---------------------------------------------------------------------------- setup
     def setup(self) -> None:
@@ -329,9 +348,15 @@ class Trainer:
         task, tc, dist, ckpt = self.task, self.tc, self.dist, self.ckpt
         _seed_all(tc.seed)
         self.model = model = task.build_model()
-        if ckpt is not None:
-            task.load_checkpoint_into(model, ckpt)
         self.sharded = tc.shard and dist.distributed
+        if tc.activation_checkpointing:
+            n = checkpoint_blocks(task.shard_units(model))
+            self.log(f"activation checkpointing: {n} block(s) recompute their activations")
+        # a sharded run of a task whose checkpoints hold the whole model writes them in parts
+        self.parts = self.sharded and whole_model_checkpoints(task)
+        load_parts = ckpt is not None and ckpt.sharded and self.parts
+        if ckpt is not None and not load_parts:
+            task.load_checkpoint_into(model, ckpt)
         self.twin: PlainTwin | None = None
         if self.sharded:
             self.twin = PlainTwin(model) if dist.is_main else None
@@ -354,11 +379,14 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, tc)
         self.step = 0
         self.accum = _fresh_accum()
-        if ckpt is not None:
+        if load_parts:  # each rank reads the slices of its shard
+            load_sharded(ckpt.path / PARTS_DIR, model, self.optimizer, ckpt.state["optimizer"])
+        elif ckpt is not None:
             optimizer_state = ckpt.optimizer_state_dict()
             if self.sharded:
                 optimizer_state = shard_optimizer_state(self.optimizer, optimizer_state)
             self.optimizer.load_state_dict(optimizer_state)
+        if ckpt is not None:
             self.scheduler.load_state_dict(ckpt.state["scheduler"])
             self.step = ckpt.step
             self.sampler.load_state_dict(ckpt.state["sampler"])
@@ -410,6 +438,17 @@ class Trainer:
             ids = [dist.device] if dist.device.type == "cuda" else None
             self.train_model = DDP(self.train_model, device_ids=ids)
         self.tokens_per_step = tc.batch_size * self.seq_tokens
+        self._pending_save: ShardedSave | None = None
+        self.last_save_blocked_s: float | None = None
+        self._async_group = None
+        if tc.async_checkpoint:
+            if self.parts:  # a gloo group of its own for the background writes
+                self._async_group = tdist.new_group(backend="gloo")
+            else:
+                self.log(
+                    "async_checkpoint: only the parts of a sharded run are written in the "
+                    "background; saving synchronously"
+                )
         self.clip = tc.grad_clip if tc.grad_clip > 0 else math.inf
         self.last_eval: tuple[int, dict[str, Any] | None] | None = None
         self.last_train_loss: float | None = None
@@ -458,9 +497,13 @@ class Trainer:
         self.scheduler.step()
         self.step += 1
         names = sorted(aux_sums)
-        sums = torch.stack([main_sum, *(aux_sums[n] for n in names)])
+        # the last entry counts the ranks that received a stop signal: every rank sees the
+        # same count after the all-reduce, so all of them stop after the same update
+        stop = torch.tensor(self.signals.flag, dtype=torch.float64, device=device)
+        sums = torch.stack([main_sum, *(aux_sums[n] for n in names), stop])
         all_reduce_sum(sums)
-        values = [float(v) / dist.world_size for v in sums]
+        self.stop_votes = int(sums[-1])
+        values = [float(v) / dist.world_size for v in sums[:-1]]
         train_loss, aux = values[0], dict(zip(names, values[1:], strict=True))
         if not math.isfinite(train_loss):
             raise FloatingPointError(
@@ -572,49 +615,9 @@ class Trainer:
             self.metrics.write(row)
         self._interval_t0, self._interval_tokens, self._overhead = time.perf_counter(), 0, 0.0
 
-    def maybe_save(self) -> None:
-        """Checkpoint every ``save_every`` steps and at the end (rank 0 writes)."""
-        tc, step = self.tc, self.step
-        if not (step % tc.save_every == 0 or step == tc.max_steps):
-            return
-        t0 = time.perf_counter()
-        self.sampler.step = step  # the data position: the next batch is batch(step)
-        rng_states = all_gather_objects(capture_rng_state())
-        model, optimizer = self._plain_model(), self.optimizer
-        if self.sharded:  # gathered to rank 0, saved as an unsharded run saves them
-            optimizer = _FullOptimizerState(full_optimizer_state(self.model, self.optimizer))
-        if self.dist.is_main:
-            save_checkpoint(
-                self.ckpt_root,
-                step,
-                model=model,
-                optimizer=optimizer,
-                scheduler=self.scheduler,
-                model_config=self.cfg_dict,
-                train_config=tc,
-                rng=rng_states,
-                model_tensors=self.task.checkpoint_tensors(model),
-                extra={
-                    "sampler": self.sampler.state_dict(),
-                    "accum": self.accum,
-                    "tokens_seen": step * self.tokens_per_step,
-                },
-            )
-            prune_checkpoints(self.ckpt_root, tc.keep_last)
-        barrier()
-        self._overhead += time.perf_counter() - t0
-
-    def _plain_model(self) -> nn.Module:
-        """The model as an unsharded module on rank 0 (for saves): the model itself, or for a
-        sharded run its twin filled with the gathered parameters (every rank must call it;
-        the other ranks get the sharded model back)."""
-        if not self.sharded:
-            return self.model
-        state = full_model_state(self.model)
-        return self.twin.fill(state) if self.twin is not None else self.model
-
     def finish(self) -> dict[str, Any]:
         """Final evaluation, final model, ``summary.json`` and the loss plot."""
+        self.complete_pending_save()
         out, step, log = self.out, self.step, self.log
         if self.last_eval is not None and self.last_eval[0] == step:
             final = self.last_eval[1]
@@ -649,17 +652,6 @@ class Trainer:
                 log(f"done: {step} steps; model saved to {out / 'model'}")
         barrier()
         return summary
-
-
-class _FullOptimizerState:
-    """A gathered optimizer state in the place of the optimizer: what ``save_checkpoint``
-    reads of an optimizer is its ``state_dict()``."""
-
-    def __init__(self, state: dict[str, Any]) -> None:
-        self.state = state
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.state
 
 
 def _fresh_accum() -> dict[str, Any]:

@@ -110,7 +110,15 @@ def test_sharded_checkpoint_resumes_on_one_and_on_two_ranks(corpus_spec, tmp_pat
     launch(2, cmd)
     state = json.loads((out / "checkpoints" / "step_0000010" / "state.json").read_text())
     assert state["world_size"] == 2 and state["train_config"]["shard"] is True
-    assert state["optimizer"]["param_groups"][0]["params"][0] == 0  # indexed, as unsharded
+    # written in parts, one per rank, the AdamW state by parameter name
+    assert state["sharded"] is True
+    names = [n for g in state["optimizer"]["param_groups"] for n in g["params"]]
+    assert "wte.weight" in names and "blocks.0.attn.qkv.weight" in names
+    parts = sorted(p.name for p in (out / "checkpoints" / "step_0000010" / "parts").iterdir())
+    assert parts == [f"shard-0000{r}-model-00001-of-00001.safetensors" for r in (1, 2)]
+    manifest = json.loads((out / "checkpoints" / "step_0000010" / "manifest.json").read_text())
+    assert {f"parts/{p}" for p in parts} <= set(manifest["files"])
+    assert not (out / "checkpoints" / "step_0000010" / "model.safetensors").exists()
 
     # two ranks wrote step 10: resume it sharded on two ranks ...
     two = tmp_path / "two"
