@@ -167,6 +167,20 @@ def _install_rows(rec: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+def _checkpoint_rows(rec: dict[str, Any]) -> list[list[str]]:
+    r, m = rec["ratios"], rec["config"]["model"]
+    size = f"{m['n_layer']} layers × {m['d_model']}"
+    return [
+        [
+            f"sharded checkpoint ({size}, gloo): bytes written per rank / one process, 2 and "
+            "4 ranks; time an async save blocks training / a sync save",
+            f"{fmt_num(r['2']['bytes_vs_one'], 2)} and {fmt_num(r['4']['bytes_vs_one'], 2)}; "
+            f"{fmt_num(r['2']['async_vs_sync_blocked'], 2)} and "
+            f"{fmt_num(r['4']['async_vs_sync_blocked'], 2)}",
+        ]
+    ]
+
+
 _ROWS = {
     "install": _install_rows,
     "attention": _attention_rows,
@@ -174,6 +188,7 @@ _ROWS = {
     "complex_attention": _complex_rows,
     "cbert": _cbert_rows,
     "retrofit": _retrofit_rows,
+    "checkpoint": _checkpoint_rows,
 }
 
 
