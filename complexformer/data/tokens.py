@@ -151,7 +151,16 @@ def tokenize_split(
 
     Returns:
         The read-only flat token array (N,) (``np.memmap``; empty array for an empty split).
+        A prepared corpus (``prepared:DIR``) gives its own shards when ``tokenizer`` is its
+        tokenizer (nothing is tokenized or cached).
     """
+    prepared = getattr(corpus, "prepared_tokens", None)
+    if prepared is not None:
+        tokens = prepared(split, tokenizer)
+        if tokens is not None:
+            if log is not None:
+                log(f"tokens: {split}: {len(tokens):,} tokens (prepared, {corpus.spec})")
+            return tokens
     path = token_cache_path(corpus, split, tokenizer, cache_dir)
     dtype = token_dtype(tokenizer.vocab_size)
     if path.is_file():
