@@ -25,7 +25,7 @@ from typing import Any
 
 from complexformer._atomic import atomic_write_text
 
-from . import attention, cbert, complex_attention, retrofit, shard, train
+from . import attention, cbert, complex_attention, data, retrofit, shard, train
 from ._format import replace_section
 from .targets import target_lines
 
@@ -42,6 +42,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any], str], str]] = {
     "cbert": cbert.render,
     "retrofit": retrofit.render,
     "shard": shard.render,
+    "data": data.render,
 }
 
 
