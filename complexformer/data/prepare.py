@@ -8,7 +8,7 @@ each split's documents are encoded as training encodes them (:func:`~.tokens.pac
 spec directly produces.
 
 Parallelism: the main process streams the documents in batches (at most 512 documents or
-about 8 M characters) to ``workers`` forked processes, each encoding with one thread, keeps at
+about 1 Mi characters) to ``workers`` forked processes, each encoding with one thread, keeps at
 most two batches per worker in flight (memory does not grow with the corpus), and writes the
 results in submission order. The output therefore does not depend on ``workers``; the shards
 cut the stream at every ``shard_tokens`` tokens, so their concatenation does not depend on the

@@ -39,7 +39,7 @@ __all__ = [
 
 _FORMAT = "tokens-v1"
 _BATCH_DOCS = 512
-_BATCH_CHARS = 8 << 20  # flush a batch once it holds this many characters
+_BATCH_CHARS = 1 << 20  # flush a batch once it holds this many characters (1 Mi)
 
 
 def token_dtype(vocab_size: int) -> np.dtype:

@@ -55,3 +55,24 @@ def test_a_rank0_preparation_failure_ends_every_rank_with_its_message(tmp_path):
     assert "corpus.jsonl:7: invalid JSON" in rank0 and "(exit 2)" in rank0
     assert "rank 0 failed to prepare the data" in rank1
     assert "corpus.jsonl:7: invalid JSON" in rank1
+
+
+def test_data_caches_go_to_the_run_folder_when_ranks_span_machines(tmp_path, monkeypatch):
+    from complexformer.lm.data_start import data_cache_dir
+    from complexformer.training import DistInfo
+
+    dist = DistInfo(rank=3, world_size=4, local_rank=1)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # two machines of two ranks
+    assert data_cache_dir(None, tmp_path, dist) == str(tmp_path / "cache")
+    assert data_cache_dir("/shared/cache", tmp_path, dist) == "/shared/cache"
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # one machine: the user's cache
+    assert data_cache_dir(None, tmp_path, dist) is None
+
+
+def test_data_settings_are_checked(tmp_path):
+    from complexformer.training import TrainConfig
+
+    with pytest.raises(ValueError, match="data_timeout must be > 0"):
+        TrainConfig(out_dir=str(tmp_path), data_timeout=0)
+    with pytest.raises(ValueError, match="tokenizer_sample_bytes must be an integer >= 1"):
+        TrainConfig(out_dir=str(tmp_path), tokenizer_sample_bytes=0)
