@@ -112,7 +112,9 @@ def sample_documents(corpus: Corpus, sample_bytes: int = DEFAULT_SAMPLE_BYTES) -
     is taken when it reaches past ``taken * (train bytes / sample_bytes)`` (``taken`` = the
     bytes taken so far), so the sample spreads evenly over the split; a taken document is cut
     to the bytes left in the budget (at a character boundary), and the walk stops once the
-    budget is spent. The same corpus and budget always give the same sample.
+    budget is spent. The same corpus and budget always give the same sample. Documents come as
+    :meth:`Corpus.document_parts` gives them: a file over ``stream_bytes`` in pieces of about
+    1 MiB (each one a text of the sample), every other document whole.
 
     Args:
         corpus: the corpus.
@@ -124,11 +126,11 @@ def sample_documents(corpus: Corpus, sample_bytes: int = DEFAULT_SAMPLE_BYTES) -
     budget = _check_sample_bytes(sample_bytes)
     total = corpus.stats["train"].n_bytes
     if total <= budget:
-        yield from corpus.documents("train")
+        yield from (text for text, _ in corpus.document_parts("train"))
         return
     stride = total / budget
     pos = taken = 0
-    for doc in corpus.documents("train"):
+    for doc, _ in corpus.document_parts("train"):
         data = doc.encode("utf-8")
         end = pos + len(data)
         if end > taken * stride:

@@ -3,8 +3,9 @@ that training reads as ``--data prepared:DIR`` (layout: :mod:`complexformer.data
 
 The tokenizer is resolved exactly as training resolves it (:func:`~.bpe.get_tokenizer`: the
 cached byte-level BPE of the corpus, trained on its bounded sample, or a named tokenizer), and
-each split's documents are encoded as training encodes them (:func:`~.tokens.pack_documents`:
-``ids(doc) + [EOS]`` per document), so the prepared token stream is the one training on the
+each split's documents are encoded as training encodes them (:func:`~.tokens.pack_units`:
+``ids(doc) + [EOS]`` per document, a long document in parts cut where its tokens do not
+change), so the prepared token stream is the one training on the
 spec directly produces.
 
 Parallelism: the main process streams the documents in batches (at most 512 documents or
@@ -41,7 +42,7 @@ from .shards import ShardWriter
 from .spec import load_corpus, parse_data_spec
 from .splits import SPLITS
 from .tokenizer import Tokenizer
-from .tokens import _batches, pack_documents, token_dtype
+from .tokens import _batches, pack_units, split_units, token_dtype
 
 __all__ = [
     "DEFAULT_SHARD_TOKENS",
@@ -110,22 +111,22 @@ def _init_worker(tokenizer_dir: str, dtype: str) -> None:
     _WORKER["dtype"] = np.dtype(dtype)
 
 
-def _encode_batch(batch: list[str]) -> tuple[np.ndarray, int]:
-    chunks = list(pack_documents(batch, _WORKER["tok"], _WORKER["dtype"]))
+def _encode_batch(batch: list[tuple[str, bool]]) -> tuple[np.ndarray, int]:
+    chunks = list(pack_units(batch, _WORKER["tok"], _WORKER["dtype"]))
     return np.concatenate([c for c, _ in chunks]), sum(n for _, n in chunks)
 
 
 def encode_stream(
-    documents: Iterable[str],
+    units: Iterable[tuple[str, bool]],
     tokenizer: Tokenizer,
     tokenizer_dir: str | os.PathLike,
     dtype: np.dtype,
     workers: int,
 ) -> Iterator[tuple[np.ndarray, int]]:
-    """``pack_documents`` of ``documents`` on ``workers`` processes, results in order.
+    """:func:`~.tokens.pack_units` of ``units`` on ``workers`` processes, results in order.
 
     Args:
-        documents: the texts (streamed).
+        units: the ``(text, eos)`` units (:func:`~.tokens.split_units`), streamed.
         tokenizer: the tokenizer (used in this process when ``workers == 1``).
         tokenizer_dir: where it is saved (the worker processes load it from there).
         dtype: the token dtype.
@@ -138,7 +139,7 @@ def encode_stream(
         raise ValueError(f"workers must be >= 1, got {workers}")
     if workers == 1:
         with _one_thread_encoding():
-            yield from pack_documents(documents, tokenizer, dtype)
+            yield from pack_units(units, tokenizer, dtype)
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     ctx = multiprocessing.get_context(method)
@@ -146,7 +147,7 @@ def encode_stream(
         pool = ctx.Pool(workers, _init_worker, (os.fspath(tokenizer_dir), np.dtype(dtype).str))
     with pool:
         pending: deque[Any] = deque()
-        for batch in _batches(documents):
+        for batch in _batches(units):
             pending.append(pool.apply_async(_encode_batch, (batch,)))
             if len(pending) >= 2 * workers:
                 yield pending.popleft().get()
@@ -185,7 +186,8 @@ def _write_split(
 ) -> dict[str, Any]:
     writer = ShardWriter(tmp, split, dtype, shard_tokens)
     n_docs = n_tokens = 0
-    stream = encode_stream(corpus.documents(split), tok, tmp / TOKENIZER_DIR, dtype, workers)
+    units = split_units(corpus, split, tok)
+    stream = encode_stream(units, tok, tmp / TOKENIZER_DIR, dtype, workers)
     for chunk, docs in stream:
         writer.write(chunk)
         n_docs += docs

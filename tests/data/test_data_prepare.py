@@ -197,3 +197,82 @@ def test_file_barrier_gives_the_payload_or_the_leaders_error(tmp_path):
     publish_failure(tmp_path / "c", "ValueError: corpus.jsonl:5: invalid JSON")
     with pytest.raises(LeaderFailedError, match="rank 0 failed .*corpus.jsonl:5: invalid JSON"):
         wait_ready(tmp_path / "c", timeout=1)
+
+
+def test_iter_chunks_cuts_as_chunk_spans():
+    import random
+
+    from complexformer.data.splits import chunk_spans, iter_chunks
+
+    rng = random.Random(0)
+    for _ in range(200):
+        n = rng.randint(0, 2000)
+        text = "".join(rng.choice("ab \n\u00e9") for _ in range(n))
+        size = rng.randint(2, 150)
+        cuts = sorted(rng.sample(range(n + 1), min(n + 1, rng.randint(0, 8))))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, n], strict=True)]
+        assert list(iter_chunks(pieces, size)) == [text[a:b] for a, b in chunk_spans(text, size)]
+
+
+def _stdlib_text(n_files: int = 40) -> str:
+    from complexformer.data import list_stdlib_files
+
+    texts = []
+    for f in list_stdlib_files()[::37][:n_files]:
+        try:
+            texts.append(f.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            continue
+    return "".join(texts) + "Ünïcode — prose ﬁne\n  indented\n\tTabbed\nend\r\nwindows\n"
+
+
+def test_a_cut_at_safe_cut_keeps_the_bpe_tokens(cache):
+    from complexformer.data.bpe import train_bpe
+    from complexformer.data.tokens import cuttable, safe_cut
+
+    text = _stdlib_text(12)
+    tok = train_bpe([text[i : i + 5000] for i in range(0, len(text), 5000)], 1000)
+    assert cuttable(tok)
+    checked, pos = 0, len(text)
+    while pos > 0:  # every safe position, with 300 characters either side
+        p = safe_cut(text[:pos])
+        if p == 0:
+            break
+        window, q = text[max(0, p - 300) : p + 300], min(300, p)
+        assert tok.encode(window[:q]) + tok.encode(window[q:]) == tok.encode(window)
+        checked, pos = checked + 1, p - 1
+    assert checked > 100
+
+
+def test_a_large_text_file_is_read_and_encoded_in_pieces(cache, tmp_path):
+    from complexformer.data.bpe import train_bpe
+    from complexformer.data.files import FileCorpus
+    from complexformer.data.tokens import encoding_units, pack_documents, pack_units
+
+    root = tmp_path / "big"
+    root.mkdir()
+    text = _stdlib_text(15)
+    (root / "book.txt").write_text(text, encoding="utf-8")  # one document: split by chunks
+    (root / "blank.txt").write_text(" \n" * 5000, encoding="utf-8")
+    files = sorted(root.iterdir())
+    whole = FileCorpus("text:big", root, files)
+    streamed = FileCorpus("text:big", root, files, stream_bytes=4096)
+    assert whole.chunked and streamed.chunked
+    assert streamed.stats == whole.stats
+    tok = train_bpe(whole.documents("train"), 600)
+    for split in SPLITS:
+        assert streamed.fingerprint(split) == whole.fingerprint(split)
+        docs = list(whole.documents(split))
+        joined, current = [], ""
+        for part, last in streamed.document_parts(split):
+            current += part
+            if last:
+                joined.append(current)
+                current = ""
+        assert joined == docs and current == ""
+        want = np.concatenate([c for c, _ in pack_documents(docs, tok)])
+        units = list(encoding_units(streamed.document_parts(split), True, max_chars=3000))
+        if split == "train":
+            assert sum(not eos for _, eos in units) >= 3  # the train run was cut
+        got = np.concatenate([c for c, _ in pack_units(units, tok)])
+        np.testing.assert_array_equal(got, want)
