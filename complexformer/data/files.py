@@ -26,7 +26,10 @@ definition, so such a line means a broken input, not an odd one.
 Loading a corpus reads every file once, streaming, to compute the per-split statistics and a
 content hash of each file (the corpus fingerprint); nothing but file names, digests, counts
 and the split of each chunk is kept in memory. :meth:`FileCorpus.documents` reads the files
-again on each call.
+again on each call. A ``.py``/``.txt`` file over ``stream_bytes`` (16 MiB) stays one document
+but is read in 1 MiB pieces when loading and in :meth:`FileCorpus.document_parts` (which
+tokenization uses), so its size does not bound memory; :meth:`FileCorpus.documents` still
+returns it whole.
 """
 
 from __future__ import annotations

@@ -159,6 +159,16 @@ def safe_cut(text: str) -> int:
     return 0
 
 
+def next_safe_cut(text: str, pos: int) -> int:
+    """The first :func:`safe_cut` position at or after ``pos`` (0 when there is none)."""
+    i = text.find("\n", max(1, pos - 1), len(text) - 1)
+    while i != -1:
+        if _solid(text[i - 1]) and _solid(text[i + 1]):
+            return i + 1
+        i = text.find("\n", i + 1, len(text) - 1)
+    return 0
+
+
 def cuttable(tokenizer: Tokenizer) -> bool:
     """Whether long documents may be encoded in parts cut by :func:`safe_cut`: a ``tokenizers``
     BPE without normalizer whose pre-tokenizer is the byte-level one with its regex."""
@@ -181,9 +191,10 @@ def encoding_units(
     """Turn document parts into the texts encoded one by one, ``(text, eos)``.
 
     A document of at most ``max_chars`` characters is one unit; a longer one is, with
-    ``cut``, a sequence of units cut at :func:`safe_cut` positions (a text without such a
-    position stays whole), so its tokens are those of the whole document while memory stays
-    bounded. ``eos`` marks a document's last unit (the EOS goes after it).
+    ``cut``, a sequence of units of at most ``max_chars`` characters each cut at the last
+    :func:`safe_cut` position within them (where a stretch has none, at the next one after
+    it; a text without any stays whole), so its tokens are those of the whole document while
+    memory stays bounded. ``eos`` marks a document's last unit (the EOS goes after it).
 
     Args:
         parts: ``(text, last)`` from :meth:`Corpus.document_parts`.
@@ -197,12 +208,15 @@ def encoding_units(
     buf = ""
     for text, last in parts:
         buf += text
-        while cut and len(buf) > max_chars:
-            p = safe_cut(buf)
-            if p == 0:
+        start = 0
+        while cut and len(buf) - start > max_chars:
+            p = safe_cut(buf[start : start + max_chars + 1])
+            end = start + p if p else next_safe_cut(buf, start + max_chars)
+            if end == 0:
                 break
-            yield buf[:p], False
-            buf = buf[p:]
+            yield buf[start:end], False
+            start = end
+        buf = buf[start:]
         if last:
             yield buf, True
             buf = ""
