@@ -42,7 +42,7 @@ from .shards import ShardWriter
 from .spec import load_corpus, parse_data_spec
 from .splits import SPLITS
 from .tokenizer import Tokenizer
-from .tokens import _batches, pack_units, split_units, token_dtype
+from .tokens import batches, pack_units, split_units, token_dtype
 
 __all__ = [
     "DEFAULT_SHARD_TOKENS",
@@ -147,7 +147,7 @@ def encode_stream(
         pool = ctx.Pool(workers, _init_worker, (os.fspath(tokenizer_dir), np.dtype(dtype).str))
     with pool:
         pending: deque[Any] = deque()
-        for batch in _batches(units):
+        for batch in batches(units):
             pending.append(pool.apply_async(_encode_batch, (batch,)))
             if len(pending) >= 2 * workers:
                 yield pending.popleft().get()

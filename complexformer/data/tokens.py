@@ -92,7 +92,7 @@ def open_tokens(path: str | os.PathLike, dtype: np.dtype | str) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r")
 
 
-def _batches(docs: Iterable[Any]) -> Iterator[list[Any]]:
+def batches(docs: Iterable[Any]) -> Iterator[list[Any]]:
     """Group documents (or ``(text, eos)`` units) into lists of at most ``_BATCH_DOCS`` items /
     about ``_BATCH_CHARS`` characters."""
     batch: list[Any] = []
@@ -123,7 +123,7 @@ def pack_documents(
     """
     dtype = token_dtype(tokenizer.vocab_size) if dtype is None else np.dtype(dtype)
     eos = np.array([tokenizer.eos_token_id], dtype=dtype)  # (1,)
-    for batch in _batches(documents):
+    for batch in batches(documents):
         encoded = tokenizer.encode_batch(batch)
         parts: list[np.ndarray] = []
         for ids in encoded:
@@ -232,7 +232,7 @@ def pack_units(
     """
     dtype = token_dtype(tokenizer.vocab_size) if dtype is None else np.dtype(dtype)
     eos = np.array([tokenizer.eos_token_id], dtype=dtype)  # (1,)
-    for batch in _batches(units):
+    for batch in batches(units):
         encoded = tokenizer.encode_batch([t for t, _ in batch])
         parts: list[np.ndarray] = []
         for ids, (_, end) in zip(encoded, batch, strict=True):
