@@ -17,6 +17,9 @@ process:
   sampled every 50 ms, of the proportional set size (PSS, ``/proc/<pid>/smaps_rollup``) of
   its process tree, which counts the pages a forked worker shares with its parent once; and,
   for scale, that of a process that only imports the package (torch included);
+* CPU seconds (user + system, the process and its workers) per MB of prepare with 1 worker
+  against ``encode_batch``: a ratio the other jobs of a shared machine disturb less than wall
+  time;
 * the alternative: ``datasets.load_dataset("json")`` and ``map(num_proc=2)`` of the same
   encoding over the medium corpus (``prepare_2_vs_datasets_map_2``);
 * launch to the end of the first training step: ``complexformer train --preset tiny --data
@@ -68,6 +71,9 @@ def write_corpus(path: Path, size_mb: float) -> int:
             texts.append(f.read_text(encoding="utf-8"))
         except UnicodeDecodeError:
             continue
+    # the longest file first: every size holds the longest document (a batch's peak)
+    longest = max(range(len(texts)), key=lambda i: len(texts[i]))
+    texts.insert(0, texts.pop(longest))
     target, written, i = int(size_mb * MB), 0, 0
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as out:
@@ -77,6 +83,13 @@ def write_corpus(path: Path, size_mb: float) -> int:
             written += len(text.encode("utf-8"))
             i += 1
     return written
+
+
+def _cpu() -> float:
+    """CPU seconds (user + system) of this process and its finished children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _rss() -> tuple[int, int]:
@@ -141,15 +154,16 @@ def _child(kind: str, args: list[str]) -> dict:
 def child_prepare(spec: str, out: str, tokenizer: str, workers: int) -> dict:
     from complexformer.data.prepare import prepare_corpus
 
-    t0 = time.perf_counter()
-    prepare_corpus(spec, out, tokenizer=tokenizer, workers=workers, log=None)
-    seconds = time.perf_counter() - t0
+    t0, c0 = time.perf_counter(), _cpu()
+    prepare_corpus(spec, out, tokenizer=tokenizer, workers=workers, log=None, show_progress=False)
+    seconds, cpu = time.perf_counter() - t0, _cpu() - c0
     own, kids = _rss()
     index = json.loads((Path(out) / "index.json").read_text())
     n_bytes = sum(index["splits"][s]["n_bytes"] for s in ("train", "val", "test"))
     n_tokens = sum(index["splits"][s]["n_tokens"] for s in ("train", "val", "test"))
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "n_bytes": n_bytes,
         "n_tokens": n_tokens,
         "rss_main": own,
@@ -166,14 +180,14 @@ def child_encode(spec: str, tokenizer: str) -> dict:
     docs = [d for s in ("train", "val", "test") for d in corpus.documents(s)]
     n_bytes = sum(len(d.encode("utf-8")) for d in docs)
     backend = tok.backend
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu()
     n_tokens = 0
     for i in range(0, len(docs), 512):
         n_tokens += sum(
             len(e.ids) for e in backend.encode_batch(docs[i : i + 512], add_special_tokens=False)
         )
-    seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "n_bytes": n_bytes, "n_tokens": n_tokens}
+    seconds, cpu = time.perf_counter() - t0, _cpu() - c0
+    return {"seconds": seconds, "cpu_seconds": cpu, "n_bytes": n_bytes, "n_tokens": n_tokens}
 
 
 def child_datasets(path: str, tokenizer: str, workers: int, cache: str) -> dict:
@@ -329,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         "prepare_2_vs_1": two["mb_per_s"] / one["mb_per_s"],
         "prepare_1_vs_encode_batch": one["mb_per_s"] / enc["mb_per_s"],
         "prepare_2_vs_datasets_map_2": two["mb_per_s"] / hf["mb_per_s"],
+        "cpu_per_mb_prepare_1_vs_encode_batch": (one["cpu_seconds"] / one["n_bytes"])
+        / (enc["cpu_seconds"] / enc["n_bytes"]),
         "peak_pss_gb": {"medium": two["peak_pss"] / 2**30, "large": large["peak_pss"] / 2**30},
         "peak_pss_large_vs_medium": large["peak_pss"] / two["peak_pss"],
         "idle_pss_gb": idle["peak_pss"] / 2**30,

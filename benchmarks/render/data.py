@@ -10,7 +10,16 @@ from complexformer._report import markdown_table
 from ._format import fmt_num
 from .targets import target_lines
 
-HEADERS = ("measurement", "corpus", "workers", "text (MB)", "seconds", "MB/s", "peak PSS (MiB)")
+HEADERS = (
+    "measurement",
+    "corpus",
+    "workers",
+    "text (MB)",
+    "seconds",
+    "CPU seconds",
+    "MB/s",
+    "peak PSS (MiB)",
+)
 MIB = 2**20
 
 
@@ -29,6 +38,7 @@ def _row(r: dict[str, Any], sizes: dict[str, float]) -> list[str]:
         str(r.get("workers", "-")),
         fmt_num(r["n_bytes"] / 1e6, 1) if "n_bytes" in r else "-",
         fmt_num(r["seconds"], 1),
+        fmt_num(r["cpu_seconds"], 1) if "cpu_seconds" in r else "-",
         fmt_num(r["mb_per_s"], 2) if "mb_per_s" in r else "-",
         fmt_num(pss / MIB, 0) if pss else "-",
     ]
@@ -38,7 +48,7 @@ def table(payload: dict[str, Any]) -> str:
     """The markdown table alone."""
     cfg = payload["config"]
     sizes = {"small": cfg["small_mb"], "medium": cfg["medium_mb"], "large": cfg["large_mb"]}
-    return markdown_table(HEADERS, [_row(r, sizes) for r in payload["records"]], align="lllrrrr")
+    return markdown_table(HEADERS, [_row(r, sizes) for r in payload["records"]], align="lllrrrrr")
 
 
 def render(payload: dict[str, Any], raw: str) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from .._atomic import atomic_dir, atomic_write_text
 from .._manifest import write_manifest
@@ -183,15 +184,20 @@ def _write_split(
     workers: int,
     shard_tokens: int,
     log: Callable[[str], Any] | None,
+    show_progress: bool,
 ) -> dict[str, Any]:
     writer = ShardWriter(tmp, split, dtype, shard_tokens)
     n_docs = n_tokens = 0
     units = split_units(corpus, split, tok)
     stream = encode_stream(units, tok, tmp / TOKENIZER_DIR, dtype, workers)
-    for chunk, docs in stream:
-        writer.write(chunk)
-        n_docs += docs
-        n_tokens += len(chunk)
+    total = corpus.stats[split].n_docs
+    bar = tqdm(total=total, desc=f"prepare {split}", unit="doc", disable=not show_progress)
+    with bar:
+        for chunk, docs in stream:
+            writer.write(chunk)
+            n_docs += docs
+            n_tokens += len(chunk)
+            bar.update(docs)
     shards = writer.close()
     stats = corpus.stats[split]
     if log is not None:
@@ -237,7 +243,7 @@ def prepare_corpus(
         sample_bytes: the BPE's training sample budget (``tokenizer_sample_bytes``).
         cache_dir: the cache root for the BPE (see :func:`~.cache.cache_root`).
         overwrite: replace an existing prepared folder.
-        show_progress: progress bars while training the BPE.
+        show_progress: progress bars (BPE training, documents encoded per split).
         log: message sink (e.g. ``print``).
 
     Returns:
@@ -268,7 +274,8 @@ def prepare_corpus(
     with atomic_dir(out) as tmp:
         tok.save(tmp / TOKENIZER_DIR)
         splits = {
-            s: _write_split(corpus, s, tok, tmp, dtype, workers, shard_tokens, log) for s in SPLITS
+            s: _write_split(corpus, s, tok, tmp, dtype, workers, shard_tokens, log, show_progress)
+            for s in SPLITS
         }
         sampled = corpus.stats["train"].n_bytes > sample_bytes
         index = {
