@@ -37,7 +37,7 @@ def _row(r: dict[str, Any], sizes: dict[str, float]) -> list[str]:
         f"{r['corpus']} ({fmt_num(sizes[r['corpus']], 0)} MB)" if r["corpus"] in sizes else "-",
         str(r.get("workers", "-")),
         fmt_num(r["n_bytes"] / 1e6, 1) if "n_bytes" in r else "-",
-        fmt_num(r["seconds"], 1),
+        fmt_num(r["seconds"], 1) if r["what"] != "idle" else "-",
         fmt_num(r["cpu_seconds"], 1) if "cpu_seconds" in r else "-",
         fmt_num(r["mb_per_s"], 2) if "mb_per_s" in r else "-",
         fmt_num(pss / MIB, 0) if pss else "-",
@@ -49,6 +49,27 @@ def table(payload: dict[str, Any]) -> str:
     cfg = payload["config"]
     sizes = {"small": cfg["small_mb"], "medium": cfg["medium_mb"], "large": cfg["large_mb"]}
     return markdown_table(HEADERS, [_row(r, sizes) for r in payload["records"]], align="lllrrrrr")
+
+
+def _share(payload: dict[str, Any]) -> list[str]:
+    """A sentence on the CPU share the 1-worker prepare got (empty without CPU seconds)."""
+    one = [
+        r
+        for r in payload["records"]
+        if r["what"] == "prepare" and r.get("workers") == 1 and "cpu_seconds" in r
+    ]
+    if not one:
+        return []
+    share = one[0]["cpu_seconds"] / one[0]["seconds"]
+    return [
+        f"The 1-worker `prepare` got {share:.0%} of a core (CPU seconds / seconds): the "
+        "machine was shared with other jobs during the run, so a second worker found no idle "
+        "core and the 2-worker ratio says nothing about scaling here. Per CPU second, "
+        "`prepare` with 1 worker encoded "
+        f"{1 / payload['ratios']['cpu_per_mb_prepare_1_vs_encode_batch']:.2f}x the bytes of "
+        "`encode_batch` (it calls `encode_batch_fast`, which skips the offsets).",
+        "",
+    ]
 
 
 def render(payload: dict[str, Any], raw: str) -> str:
@@ -72,6 +93,7 @@ def render(payload: dict[str, Any], raw: str) -> str:
         "",
         table(payload),
         "",
+        *_share(payload),
         "Targets:",
         "",
         *target_lines(payload),
