@@ -89,20 +89,20 @@ def prepare_on_rank0(
         clear_stale(root, keep=launch)
         try:
             tok, splits, prepared = load()
+            with atomic_dir(folder / "tokenizer") as tmp:
+                tok.save(tmp)
+            publish_ready(
+                folder,
+                {
+                    "tokenizer": str(folder / "tokenizer"),
+                    "prepared": None if prepared is None else str(prepared.directory),
+                    "dtype": {s: np.dtype(t.dtype).str for s, t in splits.items()},
+                    "splits": {s: _token_files(t) for s, t in splits.items()},
+                },
+            )
         except BaseException as e:
             publish_failure(folder, f"{type(e).__name__}: {e}")
             raise
-        with atomic_dir(folder / "tokenizer") as tmp:
-            tok.save(tmp)
-        publish_ready(
-            folder,
-            {
-                "tokenizer": str(folder / "tokenizer"),
-                "prepared": None if prepared is None else str(prepared.directory),
-                "dtype": {s: np.dtype(t.dtype).str for s, t in splits.items()},
-                "splits": {s: _token_files(t) for s, t in splits.items()},
-            },
-        )
         return tok, splits
     ready = wait_ready(folder, timeout)
     if ready["prepared"] is not None and dist.local_rank == 0:
