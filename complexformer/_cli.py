@@ -50,7 +50,7 @@ VOCABULARY: dict[str, str] = {
     "--base": "a model to convert or start from: a Hugging Face name, a local directory, "
     "a GGUF file, minilm, smollm2, or a ComplexFormer run for continued training",
     "--out": "the folder to write (a run, a results folder or an export)",
-    "--data": "a corpus: stdlib, text:GLOB, hf:NAME[:CONFIG]",
+    "--data": "a corpus: stdlib, shakespeare, text:GLOB, hf:NAME[:CONFIG], prepared:DIR",
     "--task": "a labelled task: a built-in name, a file, a folder or hf:NAME[:CONFIG]",
     "--tokenizer": "a tokenizer directory or Hugging Face name",
     "--split": "which split of the corpus: train, val or test",
@@ -147,7 +147,7 @@ VOCABULARY: dict[str, str] = {
     "--prompt-tokens": "prompt length in model tokens",
     "--k": "the ks of pass@k",
     "--timeout": "seconds a sandboxed program may run",
-    "--workers": "programs checked in parallel",
+    "--workers": "processes working in parallel (programs checked, or corpus tokenized)",
     "--unsafe-python-guard-only": "run model-written code without operating-system isolation",
     "--allow-weak-verdicts": "count forgeable weak-path passes instead of failing them",
     "--num-fewshot": "worked examples in the prompt",

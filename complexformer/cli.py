@@ -93,6 +93,73 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from .data.prepare import PrepareConfig, prepare_corpus
+
+    cfg = PrepareConfig(**build_configs(args, {"prepare": PrepareConfig})["prepare"])
+    prepare_corpus(
+        cfg.data,
+        args.out,
+        tokenizer=cfg.tokenizer,
+        vocab_size=cfg.vocab_size,
+        text_field=cfg.text_field,
+        workers=cfg.workers,
+        shard_tokens=cfg.shard_tokens,
+        sample_bytes=cfg.tokenizer_sample_bytes,
+        cache_dir=cfg.cache_dir,
+        overwrite=args.overwrite,
+        log=print,
+    )
+    return 0
+
+
+def _add_prepare_parser(sub, fmt) -> None:
+    from .data.prepare import PrepareConfig
+
+    p = sub.add_parser(
+        "prepare",
+        help="tokenize a corpus once into a folder that train reads as prepared:DIR",
+        description="Tokenize every split of a corpus once, on several processes, into --out: "
+        "the tokenizer, memory-mapped token shards, index.json and manifest.json. Train on it "
+        "with --data prepared:DIR; the source is not read again.",
+        epilog="examples:\n"
+        "  complexformer prepare --data text:corpus/**/*.jsonl --out data/corpus\n"
+        "  complexformer train --preset tiny --data prepared:data/corpus --out runs/big\n",
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "--data",
+        default=None,
+        help="corpus spec, as train takes it: stdlib (default), shakespeare, text:GLOB or "
+        "hf:NAME[:CONFIG]",
+    )
+    p.add_argument("--out", required=True, help="the folder to write (new or empty)")
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        help="tokenizer directory or Hugging Face name (default: the byte-level BPE trained "
+        "on the train split, as train does)",
+    )
+    p.add_argument(
+        "--vocab-size", type=int, default=None, help="vocabulary of the trained BPE (default 8192)"
+    )
+    p.add_argument(
+        "--text-field", default=None, help="the JSONL field / dataset column (default text)"
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes that tokenize in parallel (default: the usable cores); the output "
+        "is the same for any number",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace a prepared corpus already in --out"
+    )
+    add_set(p, (PrepareConfig,))
+    p.set_defaults(func=cmd_prepare)
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from ._runtime import cpu_settings
     from .artifacts import load_artifact
@@ -184,8 +251,8 @@ def _add_train_parser(sub, fmt) -> None:
         "--data",
         default=None,
         help="corpus spec: stdlib (this Python's standard library, the default), "
-        "text:GLOB (local .txt/.jsonl files) or hf:NAME[:CONFIG] (Hugging Face "
-        "datasets, online)",
+        "text:GLOB (local .txt/.jsonl files), hf:NAME[:CONFIG] (Hugging Face "
+        "datasets, online) or prepared:DIR (a folder written by complexformer prepare)",
     )
     t.add_argument("--out", dest="out_dir", required=True, help="run directory")
     add_base(
@@ -355,6 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_train_parser(sub, fmt)
+    _add_prepare_parser(sub, fmt)
     _add_generate_parser(sub)
     add_evaluate_parser(sub)
     _add_info_export_parsers(sub)

@@ -18,6 +18,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 #: One example per command; each is parsed by the test of this file.
 EXAMPLES = {
     "train": "complexformer train --preset tiny --out runs/cmha --max-steps 600",
+    "prepare": "complexformer prepare --data text:corpus/**/*.jsonl --out data/corpus --workers 8",
     "generate": "complexformer generate --model runs/cmha --prompt 'def main():' --seed 0",
     "evaluate": "complexformer evaluate --model runs/cmha --split test",
     "info": "complexformer info --model runs/cmha",

@@ -27,7 +27,17 @@ from typing import Any
 
 from complexformer._atomic import atomic_write_text
 
-from . import attention, cbert, checkpoint, complex_attention, readme, retrofit, shard, train
+from . import (
+    attention,
+    cbert,
+    checkpoint,
+    complex_attention,
+    data,
+    readme,
+    retrofit,
+    shard,
+    train,
+)
 from ._format import replace_section
 from .targets import target_lines
 
@@ -53,6 +63,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any], str], str]] = {
     "retrofit": retrofit.render,
     "shard": shard.render,
     "checkpoint": checkpoint.render,
+    "data": data.render,
 }
 
 

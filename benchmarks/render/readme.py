@@ -181,6 +181,23 @@ def _checkpoint_rows(rec: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+def _data_rows(rec: dict[str, Any]) -> list[list[str]]:
+    r = rec["ratios"]
+    return [
+        [
+            "`complexformer prepare`: 1 worker / the tokenizers library's `encode_batch` on "
+            "the same text in memory; 2 workers / 1",
+            f"{fmt_num(r['prepare_1_vs_encode_batch'], 2)}; "
+            f"{fmt_num(r['prepare_2_vs_1'], 2)} (see docs/benchmarks.md for the machine's load)",
+        ],
+        [
+            "launch to the first training step on a prepared corpus, "
+            f"{rec['config']['large_mb']:.0f} MB / {rec['config']['small_mb']:.0f} MB",
+            fmt_num(r["first_step_large_vs_small"], 2),
+        ],
+    ]
+
+
 _ROWS = {
     "install": _install_rows,
     "attention": _attention_rows,
@@ -189,6 +206,7 @@ _ROWS = {
     "cbert": _cbert_rows,
     "retrofit": _retrofit_rows,
     "checkpoint": _checkpoint_rows,
+    "data": _data_rows,
 }
 
 

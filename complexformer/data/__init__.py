@@ -15,7 +15,10 @@ Typical use::
 Modules: :mod:`.spec` (spec strings, :func:`load_corpus`), :mod:`.corpus` (interface),
 :mod:`.files` (``stdlib`` and ``text:``), :mod:`.hf` (``hf:``), :mod:`.splits` (hash split),
 :mod:`.tokenizer` (wrapper), :mod:`.bpe` (BPE training and cache), :mod:`.tokens` (token
-arrays), :mod:`.blocks` (samplers), :mod:`.cache` (cache directory and atomic writes).
+arrays), :mod:`.blocks` (samplers), :mod:`.cache` (cache directory and atomic writes),
+:mod:`.prepare` (``complexformer prepare``: a corpus tokenized once into shards),
+:mod:`.prepared` (``prepared:DIR``), :mod:`.shards` (shard files as one array),
+:mod:`.barrier` (the file barrier of a distributed start).
 """
 
 from .blocks import BlockSampler, EvalBlocks, gather_blocks, inputs_targets
@@ -31,6 +34,8 @@ from .cache import CACHE_ENV_VAR, cache_root
 from .corpus import Corpus, SplitStats
 from .files import FileCorpus, expand_text_glob, list_stdlib_files, stdlib_corpus, text_corpus
 from .hf import HFCorpus
+from .prepare import prepare_corpus
+from .prepared import PreparedCorpus
 from .spec import DEFAULT_SPEC, DataSpec, load_corpus, parse_data_spec
 from .splits import DEFAULT_FRACTIONS, SPLITS, split_of
 from .tokenizer import EOT_TOKEN, Tokenizer, load_tokenizer
@@ -57,6 +62,7 @@ __all__ = [
     "EvalBlocks",
     "FileCorpus",
     "HFCorpus",
+    "PreparedCorpus",
     "SplitStats",
     "Tokenizer",
     "bpe_cache_dir",
@@ -72,6 +78,7 @@ __all__ = [
     "open_tokens",
     "pack_documents",
     "parse_data_spec",
+    "prepare_corpus",
     "split_of",
     "stdlib_corpus",
     "text_corpus",

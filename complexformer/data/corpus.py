@@ -62,6 +62,22 @@ class Corpus(ABC):
             One document's text at a time.
         """
 
+    def document_parts(self, split: str) -> Iterator[tuple[str, bool]]:
+        """The documents of a split as parts, for encoding with bounded memory.
+
+        A document is one or more consecutive parts whose concatenation is its text; the last
+        part carries ``True``. This default gives every document whole, as one part; a corpus
+        that can read a long document in pieces overrides it.
+
+        Args:
+            split: ``"train"``, ``"val"`` or ``"test"``.
+
+        Yields:
+            ``(text, last)``.
+        """
+        for doc in self.documents(split):
+            yield doc, True
+
     @abstractmethod
     def fingerprint(self, split: str) -> str:
         """A hex digest that changes whenever the content of ``split`` may have changed.

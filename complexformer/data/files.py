@@ -26,19 +26,24 @@ definition, so such a line means a broken input, not an odd one.
 Loading a corpus reads every file once, streaming, to compute the per-split statistics and a
 content hash of each file (the corpus fingerprint); nothing but file names, digests, counts
 and the split of each chunk is kept in memory. :meth:`FileCorpus.documents` reads the files
-again on each call.
+again on each call. A ``.py``/``.txt`` file over ``stream_bytes`` (16 MiB) stays one document
+but is read in 1 MiB pieces when loading and in :meth:`FileCorpus.document_parts` (which
+tokenization uses), so its size does not bound memory; :meth:`FileCorpus.documents` still
+returns it whole.
 """
 
 from __future__ import annotations
 
+import codecs
 import glob
 import hashlib
 import json
 import os
 import sysconfig
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from .cache import hash_strings
 from .corpus import Corpus, SplitStats, check_not_empty
@@ -52,6 +57,7 @@ from .splits import (
     chunk_key,
     chunk_pieces,
     chunk_spans,
+    iter_chunks,
     split_of,
     use_chunks,
 )
@@ -71,6 +77,58 @@ TEXT_SUFFIXES: tuple[str, ...] = (".txt", ".jsonl")
 STDLIB_EXCLUDED_DIRS: frozenset[str] = frozenset({"site-packages", "dist-packages", "__pycache__"})
 _GLOB_MAGIC = frozenset("*?[")
 _FINGERPRINT_VERSION = "files-v2"
+#: A ``.py``/``.txt`` file larger than this is scanned and tokenized in pieces (16 MiB).
+STREAM_BYTES = 16 << 20
+_BLOCK = 1 << 20
+
+
+def _read_pieces(path: Path, digest: Any = None) -> Iterator[str]:
+    """The UTF-8 text of ``path`` in pieces of about 1 MiB (``digest`` is fed the bytes).
+
+    Raises:
+        UnicodeDecodeError: the file is not valid UTF-8.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(_BLOCK)
+            if digest is not None:
+                digest.update(block)
+            piece = decoder.decode(block, final=not block)
+            if piece:
+                yield piece
+            if not block:
+                return
+
+
+def _mark_last(items: Iterable[str]) -> Iterator[tuple[str, bool]]:
+    """``(item, is_last)`` for each item."""
+    it = iter(items)
+    try:
+        prev = next(it)
+    except StopIteration:
+        return
+    for item in it:
+        yield prev, False
+        prev = item
+    yield prev, True
+
+
+def _nonblank(parts: Iterable[tuple[str, bool]]) -> Iterator[tuple[str, bool]]:
+    """Drop the documents (parts up to one with ``True``) that are only whitespace."""
+    held: list[tuple[str, bool]] = []
+    solid = False
+    for text, end in parts:
+        if solid:
+            yield text, end
+        else:
+            held.append((text, end))
+            if text and not text.isspace():
+                solid = True
+                yield from held
+                held = []
+        if end:
+            held, solid = [], False
 
 
 @dataclass(frozen=True)
@@ -82,6 +140,7 @@ class _SourceFile:
     jsonl: bool
     digest: str
     split: str | None  # the split of a whole-file document; None for JSONL and chunked files
+    streamed: bool = False  # larger than stream_bytes: scanned and tokenized in pieces
 
 
 @dataclass
@@ -127,6 +186,8 @@ class FileCorpus(Corpus):
         fractions: (train, val, test) split fractions.
         chunk_chars: the chunk size of a corpus of few documents, in characters (see the
             module docstring).
+        stream_bytes: a ``.py``/``.txt`` file larger than this is read in pieces of 1 MiB
+            when it is scanned and in :meth:`document_parts` (it stays one document).
 
     Attributes:
         chunked: whether documents longer than ``chunk_chars`` were split by chunks.
@@ -147,6 +208,7 @@ class FileCorpus(Corpus):
         text_field: str = "text",
         fractions: Sequence[float] = DEFAULT_FRACTIONS,
         chunk_chars: int = CHUNK_CHARS,
+        stream_bytes: int = STREAM_BYTES,
     ) -> None:
         self.spec = spec
         self.root = Path(root)
@@ -162,16 +224,17 @@ class FileCorpus(Corpus):
         long_docs: list[_LongDoc] = []  # kept while chunks may still be needed
         self._n_docs = 0
 
-        def add(key: str, text: str, nbytes: int) -> str:
+        def add(
+            key: str, text: str, nbytes: int, pieces: Callable[[], Iterable[str]] | None = None
+        ) -> str:
             split = split_of(key, self.fractions)
             whole.add(len(files), split, nbytes)
             self._n_docs += 1
-            if len(text) <= chunk_chars:
+            if pieces is None and len(text) <= chunk_chars:
                 short.add(len(files), split, nbytes)
             elif use_chunks(self._n_docs, self.fractions):
-                sizes = tuple(
-                    len(text[a:b].encode("utf-8")) for a, b in chunk_spans(text, chunk_chars)
-                )
+                chunks = iter_chunks(pieces() if pieces is not None else [text], chunk_chars)
+                sizes = tuple(len(c.encode("utf-8")) for c in chunks)
                 long_docs.append(_LongDoc(len(files), key, sizes))
             if long_docs and not use_chunks(self._n_docs, self.fractions):
                 long_docs.clear()
@@ -181,6 +244,9 @@ class FileCorpus(Corpus):
             if path.suffix == ".jsonl":
                 digest = self._scan_jsonl(path, relpath, add)
                 files.append(_SourceFile(path, relpath, True, digest, None))
+                continue
+            if path.stat().st_size > stream_bytes:
+                self._scan_large(path, relpath, add, files)
                 continue
             data = path.read_bytes()
             digest = hashlib.blake2b(data, digest_size=16).hexdigest()
@@ -255,6 +321,22 @@ class FileCorpus(Corpus):
             )
         return text
 
+    def _scan_large(self, path: Path, relpath: str, add: Callable[..., str], files: list) -> None:
+        """Scan a large ``.py``/``.txt`` file in pieces: digest, UTF-8 check, counts."""
+        h = hashlib.blake2b(digest_size=16)
+        n_bytes, solid = path.stat().st_size, False
+        try:
+            for piece in _read_pieces(path, h):
+                solid = solid or not piece.isspace()
+        except UnicodeDecodeError:
+            self.skipped.append(f"{relpath} (not UTF-8)")
+            return
+        if solid:
+            split = add(relpath, "", n_bytes, lambda: _read_pieces(path))
+        else:
+            split = split_of(relpath, self.fractions)
+        files.append(_SourceFile(path, relpath, False, h.hexdigest(), split, streamed=True))
+
     def _scan_jsonl(self, path: Path, relpath: str, add: Callable[[str, str, int], str]) -> str:
         """Digest of the file; ``add(key, text, nbytes)`` for each non-empty document line."""
         h = hashlib.blake2b(digest_size=16)
@@ -293,24 +375,65 @@ class FileCorpus(Corpus):
         """
         check_split(split)
         for f in self._files:
-            if f.jsonl:
-                with open(f.path, "rb") as fh:
-                    for lineno, raw in enumerate(fh, start=1):
-                        if not raw.strip():
-                            continue
-                        key = f"{f.relpath}:{lineno}"
-                        if key not in self._chunk_splits and split_of(key, self.fractions) != split:
-                            continue
-                        text = self._parse_jsonl_line(raw, f.path, lineno)
-                        if text.strip():
-                            yield from self._pieces(key, text, split)
-            elif f.split is None or f.split == split:
-                try:
-                    text = f.path.read_bytes().decode("utf-8")
-                except UnicodeDecodeError:
-                    continue
-                if text.strip():
-                    yield from self._pieces(f.relpath, text, split)
+            yield from self._file_documents(f, split)
+
+    def _file_documents(self, f: _SourceFile, split: str) -> Iterator[str]:
+        """The documents of ``split`` in one file (whole texts, JSONL lines or chunk runs)."""
+        if f.jsonl:
+            with open(f.path, "rb") as fh:
+                for lineno, raw in enumerate(fh, start=1):
+                    if not raw.strip():
+                        continue
+                    key = f"{f.relpath}:{lineno}"
+                    if key not in self._chunk_splits and split_of(key, self.fractions) != split:
+                        continue
+                    text = self._parse_jsonl_line(raw, f.path, lineno)
+                    if text.strip():
+                        yield from self._pieces(key, text, split)
+        elif f.split is None or f.split == split:
+            try:
+                text = f.path.read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                return
+            if text.strip():
+                yield from self._pieces(f.relpath, text, split)
+
+    def document_parts(self, split: str) -> Iterator[tuple[str, bool]]:
+        """:meth:`documents` as parts, a large file (over ``stream_bytes``) read in pieces.
+
+        Args:
+            split: ``"train"``, ``"val"`` or ``"test"``.
+
+        Yields:
+            ``(text, last)``: the parts of each document in order, ``last`` on its final
+            part; the documents of every other file come whole, as one part each.
+        """
+        check_split(split)
+        for f in self._files:
+            if f.streamed:
+                yield from _nonblank(self._streamed_parts(f, split))
+            else:
+                yield from ((doc, True) for doc in self._file_documents(f, split))
+
+    def _streamed_parts(self, f: _SourceFile, split: str) -> Iterator[tuple[str, bool]]:
+        """The parts of a large file's document(s) in ``split``: 1 MiB pieces, or chunks."""
+        assigned = self._chunk_splits.get(f.relpath)
+        if assigned is None:
+            if f.split == split:
+                yield from _mark_last(_read_pieces(f.path))
+            return
+        n = 0
+        for i, chunk in enumerate(iter_chunks(_read_pieces(f.path), self.chunk_chars)):
+            n = i + 1
+            if n > len(assigned):
+                break
+            if assigned[i] == split:
+                yield chunk, n == len(assigned) or assigned[n] != split
+        if n != len(assigned):
+            raise ValueError(
+                f"{f.path} has {n} chunks of {self.chunk_chars} characters but "
+                f"{len(assigned)} were assigned; it changed after the corpus was loaded"
+            )
 
     def fingerprint(self, split: str) -> str:
         """Hash of the content digests of every file that can contribute to ``split``.

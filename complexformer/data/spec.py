@@ -8,6 +8,8 @@ Grammar::
                              Python package index, see complexformer.data.shakespeare)
     text:GLOB                local .txt / .jsonl files (GLOB may use ** and may be a directory)
     hf:NAME[:CONFIG]         a Hugging Face dataset, e.g. hf:Salesforce/wikitext:wikitext-103-raw-v1
+    prepared:DIR             a folder written by ``complexformer prepare`` (tokens and tokenizer;
+                             the source is not read)
 
 Only the first ``:`` separates the prefix, so a ``text:`` glob may itself contain ``:``; for
 ``hf:`` the remainder is split once more at its first ``:`` into name and config.
@@ -22,6 +24,7 @@ from typing import Any
 from .corpus import Corpus
 from .files import stdlib_corpus, text_corpus
 from .hf import HFCorpus
+from .prepared import PreparedCorpus
 from .shakespeare import SHAKESPEARE_FRACTIONS, shakespeare_corpus
 from .splits import DEFAULT_FRACTIONS
 
@@ -33,6 +36,7 @@ SPEC_KINDS: dict[str, str] = {
     "shakespeare": "shakespeare",
     "text": "text:GLOB",
     "hf": "hf:NAME[:CONFIG]",
+    "prepared": "prepared:DIR",
 }
 
 
@@ -45,8 +49,8 @@ class DataSpec:
     """A parsed data spec.
 
     Attributes:
-        kind: ``"stdlib"``, ``"shakespeare"``, ``"text"`` or ``"hf"``.
-        pattern: the glob of a ``text`` spec.
+        kind: ``"stdlib"``, ``"shakespeare"``, ``"text"``, ``"hf"`` or ``"prepared"``.
+        pattern: the glob of a ``text`` spec, the folder of a ``prepared`` spec.
         name: the dataset name of an ``hf`` spec.
         config: the dataset configuration of an ``hf`` spec, if any.
     """
@@ -57,8 +61,8 @@ class DataSpec:
     config: str | None = None
 
     def __str__(self) -> str:
-        if self.kind == "text":
-            return f"text:{self.pattern}"
+        if self.kind in ("text", "prepared"):
+            return f"{self.kind}:{self.pattern}"
         if self.kind == "hf":
             return f"hf:{self.name}:{self.config}" if self.config else f"hf:{self.name}"
         return self.kind
@@ -68,7 +72,8 @@ def parse_data_spec(spec: str | None) -> DataSpec:
     """Parse a data spec string.
 
     Args:
-        spec: ``"stdlib"``, ``"shakespeare"``, ``"text:GLOB"`` or ``"hf:NAME[:CONFIG]"``; None
+        spec: ``"stdlib"``, ``"shakespeare"``, ``"text:GLOB"``, ``"hf:NAME[:CONFIG]"`` or
+            ``"prepared:DIR"``; None
             or ``""`` means
             ``"stdlib"``. Surrounding whitespace is ignored.
 
@@ -92,6 +97,13 @@ def parse_data_spec(spec: str | None) -> DataSpec:
         if not rest:
             raise ValueError(f"data spec {spec!r}: expected text:GLOB, e.g. text:data/**/*.txt")
         return DataSpec("text", pattern=rest)
+    if prefix == "prepared":
+        if not rest:
+            raise ValueError(
+                f"data spec {spec!r}: expected prepared:DIR, a folder written by "
+                f"'complexformer prepare'"
+            )
+        return DataSpec("prepared", pattern=rest)
     if prefix == "hf":
         name, _, config = rest.partition(":")
         if not name:
@@ -109,6 +121,7 @@ def load_corpus(
     text_field: str = "text",
     fractions: Sequence[float] | None = None,
     log: Callable[[str], Any] | None = None,
+    verify: bool = True,
     **hf_kwargs: Any,
 ) -> Corpus:
     """Load the corpus a spec names, with its train/val/test split and statistics.
@@ -120,6 +133,9 @@ def load_corpus(
             (90/5/5 for ``shakespeare``, a corpus of 42 documents).
         log: if given (e.g. ``print``), called with :meth:`Corpus.describe` (files, documents
             and bytes per split) once loaded.
+        verify: (``prepared:``) check the shards against the folder's manifest (once per
+            machine); the text field and fractions of a prepared folder are those it was
+            prepared with.
         **hf_kwargs: extra keyword arguments for ``datasets.load_dataset``.
 
     Returns:
@@ -143,6 +159,9 @@ def load_corpus(
     elif ds.kind == "text":
         assert ds.pattern is not None
         corpus = text_corpus(ds.pattern, text_field=text_field, fractions=fractions, spec=str(ds))
+    elif ds.kind == "prepared":
+        assert ds.pattern is not None
+        corpus = PreparedCorpus(ds.pattern, verify=verify)
     elif ds.kind == "hf":
         assert ds.name is not None
         corpus = HFCorpus(

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 __all__ = [
     "CHUNK_CHARS",
@@ -44,6 +44,7 @@ __all__ = [
     "chunk_key",
     "chunk_pieces",
     "chunk_spans",
+    "iter_chunks",
     "split_of",
     "use_chunks",
 ]
@@ -163,6 +164,36 @@ def chunk_spans(text: str, size: int = CHUNK_CHARS) -> list[tuple[int, int]]:
         spans.append((start, end))
         start = end
     return spans
+
+
+def iter_chunks(pieces: Iterable[str], size: int = CHUNK_CHARS) -> Iterator[str]:
+    """The chunks of :func:`chunk_spans` of ``"".join(pieces)``, read piece by piece.
+
+    Holds at most one piece plus one chunk of text, so a text of any length is cut with
+    bounded memory; the chunks are exactly ``[text[a:b] for a, b in chunk_spans(text, size)]``.
+
+    Args:
+        pieces: the text, in consecutive pieces of any length.
+        size: the longest chunk, in characters (>= 2).
+
+    Yields:
+        The chunks, in order.
+    """
+    if size < 2:
+        raise ValueError(f"chunk size must be >= 2 characters, got {size}")
+    buf, pos = "", 0
+    for piece in pieces:
+        buf = buf[pos:] + piece
+        pos = 0
+        while len(buf) - pos > size:  # more text follows the chunk: cut as chunk_spans does
+            end = pos + size
+            newline = buf.rfind("\n", pos + size // 2, end)
+            if newline != -1:
+                end = newline + 1
+            yield buf[pos:end]
+            pos = end
+    if len(buf) > pos:
+        yield buf[pos:]
 
 
 def chunk_key(key: str, index: int) -> str:

@@ -39,7 +39,7 @@ __all__ = [
 
 _FORMAT = "tokens-v1"
 _BATCH_DOCS = 512
-_BATCH_CHARS = 8 << 20  # flush a batch once it holds this many characters
+_BATCH_CHARS = 1 << 20  # flush a batch once it holds this many characters (1 Mi)
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
@@ -92,13 +92,14 @@ def open_tokens(path: str | os.PathLike, dtype: np.dtype | str) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r")
 
 
-def _batches(docs: Iterable[str]) -> Iterator[list[str]]:
-    """Group documents into lists of at most ``_BATCH_DOCS`` docs / about ``_BATCH_CHARS``."""
-    batch: list[str] = []
+def batches(docs: Iterable[Any]) -> Iterator[list[Any]]:
+    """Group documents (or ``(text, eos)`` units) into lists of at most ``_BATCH_DOCS`` items /
+    about ``_BATCH_CHARS`` characters."""
+    batch: list[Any] = []
     chars = 0
     for doc in docs:
         batch.append(doc)
-        chars += len(doc)
+        chars += len(doc) if isinstance(doc, str) else len(doc[0])
         if len(batch) >= _BATCH_DOCS or chars >= _BATCH_CHARS:
             yield batch
             batch, chars = [], 0
@@ -122,12 +123,128 @@ def pack_documents(
     """
     dtype = token_dtype(tokenizer.vocab_size) if dtype is None else np.dtype(dtype)
     eos = np.array([tokenizer.eos_token_id], dtype=dtype)  # (1,)
-    for batch in _batches(documents):
+    for batch in batches(documents):
         encoded = tokenizer.encode_batch(batch)
         parts: list[np.ndarray] = []
         for ids in encoded:
             parts += [np.array(ids, dtype=dtype), eos]
         yield np.concatenate(parts), len(encoded)  # (n,)
+
+
+def _solid(c: str) -> bool:
+    """A character no pre-tokenizer treats as whitespace: a letter, digit or printable ASCII."""
+    return c.isalnum() or 33 <= ord(c) <= 126
+
+
+def safe_cut(text: str) -> int:
+    """The last position where ``text`` can be cut without changing its byte-level BPE tokens.
+
+    A cut just after a line break that follows a letter, digit or printable ASCII character
+    and precedes another: the GPT-2 pre-tokenizer of the byte-level BPE ends a pre-token
+    there (the line break is a pre-token of its own) in the whole text and in both parts, and
+    the BPE merges only inside pre-tokens, so ``encode(text) == encode(text[:p]) +
+    encode(text[p:])``.
+
+    Args:
+        text: the text.
+
+    Returns:
+        The position, or 0 when there is none.
+    """
+    i = text.rfind("\n", 1, len(text) - 1)
+    while i > 0:
+        if _solid(text[i - 1]) and _solid(text[i + 1]):
+            return i + 1
+        i = text.rfind("\n", 1, i)
+    return 0
+
+
+def next_safe_cut(text: str, pos: int) -> int:
+    """The first :func:`safe_cut` position at or after ``pos`` (0 when there is none)."""
+    i = text.find("\n", max(1, pos - 1), len(text) - 1)
+    while i != -1:
+        if _solid(text[i - 1]) and _solid(text[i + 1]):
+            return i + 1
+        i = text.find("\n", i + 1, len(text) - 1)
+    return 0
+
+
+def cuttable(tokenizer: Tokenizer) -> bool:
+    """Whether long documents may be encoded in parts cut by :func:`safe_cut`: a ``tokenizers``
+    BPE without normalizer whose pre-tokenizer is the byte-level one with its regex."""
+    if getattr(tokenizer, "kind", None) != "bpe" or not hasattr(tokenizer.backend, "to_str"):
+        return False
+    spec = json.loads(tokenizer.backend.to_str())
+    pre = spec.get("pre_tokenizer") or {}
+    model = spec.get("model") or {}
+    return (
+        spec.get("normalizer") is None
+        and pre.get("type") == "ByteLevel"
+        and pre.get("use_regex", True)
+        and model.get("type") == "BPE"
+    )
+
+
+def encoding_units(
+    parts: Iterable[tuple[str, bool]], cut: bool, max_chars: int = _BATCH_CHARS
+) -> Iterator[tuple[str, bool]]:
+    """Turn document parts into the texts encoded one by one, ``(text, eos)``.
+
+    A document of at most ``max_chars`` characters is one unit; a longer one is, with
+    ``cut``, a sequence of units of at most ``max_chars`` characters each cut at the last
+    :func:`safe_cut` position within them (where a stretch has none, at the next one after
+    it; a text without any stays whole), so its tokens are those of the whole document while
+    memory stays bounded. ``eos`` marks a document's last unit (the EOS goes after it).
+
+    Args:
+        parts: ``(text, last)`` from :meth:`Corpus.document_parts`.
+        cut: whether the tokenizer allows cutting (:func:`cuttable`); if not, a document's
+            parts are joined.
+        max_chars: the length above which a document is cut.
+
+    Yields:
+        ``(text, eos)``.
+    """
+    buf = ""
+    for text, last in parts:
+        buf += text
+        start = 0
+        while cut and len(buf) - start > max_chars:
+            p = safe_cut(buf[start : start + max_chars + 1])
+            end = start + p if p else next_safe_cut(buf, start + max_chars)
+            if end == 0:
+                break
+            yield buf[start:end], False
+            start = end
+        buf = buf[start:]
+        if last:
+            yield buf, True
+            buf = ""
+
+
+def pack_units(
+    units: Iterable[tuple[str, bool]], tokenizer: Tokenizer, dtype: np.dtype | None = None
+) -> Iterator[tuple[np.ndarray, int]]:
+    """:func:`pack_documents` of :func:`encoding_units`: ``ids(unit)`` plus EOS where ``eos``.
+
+    Yields:
+        ``(chunk, n_docs)`` per batch: the packed tokens (n,) and the documents they end.
+    """
+    dtype = token_dtype(tokenizer.vocab_size) if dtype is None else np.dtype(dtype)
+    eos = np.array([tokenizer.eos_token_id], dtype=dtype)  # (1,)
+    for batch in batches(units):
+        encoded = tokenizer.encode_batch([t for t, _ in batch])
+        parts: list[np.ndarray] = []
+        for ids, (_, end) in zip(encoded, batch, strict=True):
+            parts.append(np.array(ids, dtype=dtype))
+            if end:
+                parts.append(eos)
+        yield np.concatenate(parts), sum(end for _, end in batch)
+
+
+def split_units(corpus: Corpus, split: str, tokenizer: Tokenizer) -> Iterator[tuple[str, bool]]:
+    """The encoding units of a split (:func:`encoding_units` of its document parts)."""
+    return encoding_units(corpus.document_parts(split), cuttable(tokenizer))
 
 
 def tokenize_split(
@@ -151,7 +268,16 @@ def tokenize_split(
 
     Returns:
         The read-only flat token array (N,) (``np.memmap``; empty array for an empty split).
+        A prepared corpus (``prepared:DIR``) gives its own shards when ``tokenizer`` is its
+        tokenizer (nothing is tokenized or cached).
     """
+    prepared = getattr(corpus, "prepared_tokens", None)
+    if prepared is not None:
+        tokens = prepared(split, tokenizer)
+        if tokens is not None:
+            if log is not None:
+                log(f"tokens: {split}: {len(tokens):,} tokens (prepared, {corpus.spec})")
+            return tokens
     path = token_cache_path(corpus, split, tokenizer, cache_dir)
     dtype = token_dtype(tokenizer.vocab_size)
     if path.is_file():
@@ -168,7 +294,8 @@ def tokenize_split(
         disable=not show_progress,
     )
     with bar, atomic_write(path, "wb") as f:
-        for chunk, docs_in_chunk in pack_documents(corpus.documents(split), tokenizer, dtype):
+        units = split_units(corpus, split, tokenizer)
+        for chunk, docs_in_chunk in pack_units(units, tokenizer, dtype):
             f.write(memoryview(chunk))
             n_docs += docs_in_chunk
             n_tokens += len(chunk)

@@ -15,14 +15,15 @@ from torch import nn
 
 from .._atomic import atomic_dir, atomic_write_text
 from ..data import Tokenizer, get_tokenizer, load_corpus, load_token_splits
+from ..data.prepared import PreparedCorpus
 from ..data.tokenizer import META_FILE as TOKENIZER_META
 from ..models.config import GPTConfig
 from ..models.lm import ComplexFormerLM
 from ..models.report import format_parameter_report, parameter_report
 from ..training.config import TrainConfig
-from ..training.dist import rank0_first
 from ..training.loop import train_task
 from ..training.task import StepLoss, TrainTask
+from .data_start import data_cache_dir, prepare_on_rank0
 from .final import save_final_model
 from .run import load_run
 
@@ -69,8 +70,9 @@ class LMTask(TrainTask):
         main = dist.is_main
         mlog = log if main else None
         self.init_from = None if resume else tc.init_from
+        cache_dir = data_cache_dir(tc.cache_dir, out, dist)
 
-        def load() -> tuple[Tokenizer, dict[str, np.ndarray]]:
+        def load() -> tuple[Tokenizer, dict[str, np.ndarray], PreparedCorpus | None]:
             corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
             run_tok = out / "tokenizer"
             if resume and (run_tok / TOKENIZER_META).is_file():
@@ -83,12 +85,23 @@ class LMTask(TrainTask):
                     mlog(f"tokenizer: {tok!r} from {tc.init_from} (init_from)")
             else:
                 tok = get_tokenizer(
-                    tc.tokenizer, corpus, vocab_size=tc.vocab_size, show_progress=main, log=mlog
+                    tc.tokenizer,
+                    corpus,
+                    vocab_size=tc.vocab_size,
+                    cache_dir=cache_dir,
+                    show_progress=main,
+                    log=mlog,
+                    sample_bytes=tc.tokenizer_sample_bytes,
                 )
-            splits = load_token_splits(corpus, tok, ("train", "val"), show_progress=main, log=mlog)
-            return tok, splits
+            splits = load_token_splits(
+                corpus, tok, ("train", "val"), cache_dir=cache_dir, show_progress=main, log=mlog
+            )
+            prepared = corpus if isinstance(corpus, PreparedCorpus) else None
+            return tok, splits, prepared
 
-        tok, splits = rank0_first(load, dist)
+        # Rank 0 prepares while the others wait on a file in the run folder, not in a
+        # collective that could time out (lm/data_start.py).
+        tok, splits = prepare_on_rank0(load, out, dist, tc.data_timeout)
         self.tokenizer, self.train_tokens, self.val_tokens = tok, splits["train"], splits["val"]
         if self.cfg.vocab_size != tok.vocab_size:
             if log:

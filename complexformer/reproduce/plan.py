@@ -42,12 +42,17 @@ _TRAIN_IGNORED = (
     "save_every",
     "eval_every",
     "eval_blocks",
+    "cache_dir",
+    "data_timeout",
 )
 
 
 #: What a run directory's config.json meant by a field it does not have (written before the
 #: field existed): PCL on the rotated phases, summed; δ drawn around 0.
 _LEGACY_MODEL = {"delta_init": "paper", "pcl_target": "rotated", "pcl_reduce": "sum"}
+#: The same for train_config.json: the BPE's sample budget, whose default samples nothing of
+#: a train split up to 256 MiB (the scales' corpora), as runs before the field did.
+_LEGACY_TRAIN = {"tokenizer_sample_bytes": 1 << 28}
 
 
 @dataclass
@@ -295,7 +300,7 @@ def settings_diff(run: PlannedRun) -> dict[str, tuple[Any, Any]]:
             if k not in skip and saved.get(k) != planned.get(k):
                 diff[k] = (saved.get(k), planned.get(k))
     if tc_path.is_file():
-        saved = json.loads(tc_path.read_text(encoding="utf-8"))
+        saved = {**_LEGACY_TRAIN, **json.loads(tc_path.read_text(encoding="utf-8"))}
         planned = run.train_config.to_dict()
         for k in sorted(set(saved) | set(planned)):
             if k not in _TRAIN_IGNORED and saved.get(k) != planned.get(k):

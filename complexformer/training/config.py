@@ -31,6 +31,12 @@ class TrainConfig(ConfigBase):
         vocab_size: vocabulary size of the trained BPE (ignored for other tokenizers). The
             model's ``vocab_size`` is always set to the tokenizer's.
         text_field: the JSONL field / dataset column holding the text.
+        tokenizer_sample_bytes: the byte-level BPE trains on at most this many UTF-8 bytes of
+            the train split, a deterministic sample spread over it (default 256 MiB; the
+            standard library's 29 MiB are used whole).
+        cache_dir: the cache root for the BPE and the token arrays (default: the user's cache,
+            or ``<out_dir>/cache`` when the ranks span several machines).
+        data_timeout: seconds the other ranks wait for rank 0 to prepare the data (default 6 h).
         max_steps: number of optimizer updates.
         batch_size: the *global* batch, in sequences of ``max_seq_len`` tokens per optimizer
             update (summed over ranks and accumulation micro-steps); it must be divisible by
@@ -96,6 +102,9 @@ class TrainConfig(ConfigBase):
     tokenizer: str | None = None
     vocab_size: int = 8192
     text_field: str = "text"
+    tokenizer_sample_bytes: int = 1 << 28
+    cache_dir: str | None = None
+    data_timeout: float = 6 * 3600.0
     max_steps: int = 2000
     batch_size: int = 32
     grad_accum: int = 1
@@ -140,6 +149,7 @@ class TrainConfig(ConfigBase):
             "log_every",
             "save_every",
             "keep_last",
+            "tokenizer_sample_bytes",
         ):
             _check_int(name, getattr(self, name), minimum=1)
         _check_int("seed", self.seed, minimum=0)
@@ -147,6 +157,8 @@ class TrainConfig(ConfigBase):
             _check_int("eval_blocks", self.eval_blocks, minimum=1)
         if self.num_threads is not None:
             _check_int("num_threads", self.num_threads, minimum=1)
+        if not self.data_timeout > 0:
+            raise ValueError(f"data_timeout must be > 0 seconds, got {self.data_timeout}")
         if not self.lr > 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if not 0.0 <= self.warmup_frac <= 1.0:

@@ -199,6 +199,7 @@ def test_committed_records_reproduce_the_docs():
         "cbert",
         "checkpoint",
         "complex_attention",
+        "data",
         "retrofit",
         "shard",
         "train",

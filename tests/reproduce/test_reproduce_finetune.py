@@ -175,3 +175,17 @@ def test_run_directories_from_before_pcl_target_are_read_by_their_former_meaning
         "pcl_reduce": ("sum", "mean"),
         "pcl_target": ("rotated", "theta"),
     }
+
+
+def test_run_directories_from_before_the_data_settings_match_the_plan(tmp_path):
+    config = ReproduceConfig(out=str(tmp_path), tables=("4",), scale="tiny", seeds=(0,))
+    run = plan_runs(config)[0]
+    saved = run.train_config.to_dict()
+    for key in ("tokenizer_sample_bytes", "cache_dir", "data_timeout"):
+        del saved[key]  # a train_config.json written before these fields existed
+    run.run_dir.mkdir(parents=True)
+    (run.run_dir / "train_config.json").write_text(json.dumps(saved))
+    assert settings_diff(run) == {}
+    saved["tokenizer_sample_bytes"] = 1000
+    (run.run_dir / "train_config.json").write_text(json.dumps(saved))
+    assert settings_diff(run) == {"tokenizer_sample_bytes": (1000, 1 << 28)}
