@@ -15,10 +15,11 @@ Two ways of reading, with the same documents in the same order (tested):
 * **memory-mapped** (``streaming=False``), the default for a local folder or file: the dataset
   is converted once into Arrow files in the ``datasets`` cache and read from them, in batches.
 
-Either way, each row's ``text_field`` is one document and empty rows are skipped. Loading
-reads the text column once to count documents and bytes (and, when streamed, to hash the
-content, the split's fingerprint); rows are never held in memory as Python strings beyond one
-batch.
+Either way, each row's ``text_field`` is one document and empty rows are skipped. The text
+column is read once to count documents and bytes (and, when streamed, to hash the content,
+the split's fingerprint): at load for Arrow files, on first use of ``stats`` or a fingerprint
+for a stream (so reading the first documents does not read the whole stream). Rows are never
+held in memory as Python strings beyond one batch.
 """
 
 from __future__ import annotations
@@ -130,12 +131,29 @@ class HFCorpus(Corpus):
         for split in SPLITS:
             ds = dd[self._native[split] or self._native["train"]]
             columns = getattr(ds, "column_names", None)
-            if columns is not None:  # a streamed dataset may not know them before reading
+            if columns is None:  # a stream may know its columns only once read: its first row
+                columns = list(next(iter(ds), None) or [text_field])
+                self._check_column(columns)
+            else:
                 self._check_column(columns)
                 ds = ds.select_columns([text_field])
             self._data[split] = ds
-        self._scan()
-        check_not_empty(self)
+        self._stats: dict[str, SplitStats] | None = None
+        if not self.streaming:
+            self._scan()  # cheap on Arrow files: fails at load on an empty dataset
+        # A stream is counted on first use of ``stats`` or a fingerprint (the tokenizer and
+        # the token cache need them; a prompt from the first val document does not).
+
+    @property
+    def stats(self) -> dict[str, SplitStats]:  # type: ignore[override]
+        """Per-split counts; a streamed dataset is read once to count them, on first use."""
+        return self._counted()
+
+    def _counted(self) -> dict[str, SplitStats]:
+        if self._stats is None:
+            self._scan()
+        assert self._stats is not None
+        return self._stats
 
     def _check_column(self, columns: Sequence[str]) -> None:
         if self.text_field not in columns:
@@ -165,7 +183,8 @@ class HFCorpus(Corpus):
                     counts[target][1] += len(text.encode("utf-8"))
             self._n_rows[split] = n_rows
             self._content[split] = h.hexdigest() if hashed else None
-        self.stats = {s: SplitStats(0, counts[s][0], counts[s][1]) for s in SPLITS}
+        self._stats = {s: SplitStats(0, counts[s][0], counts[s][1]) for s in SPLITS}
+        check_not_empty(self)
 
     def _rows(self, split: str) -> Iterator[tuple[int, str]]:
         """(row index, text) of the native dataset behind ``split``, in batches."""
@@ -212,6 +231,7 @@ class HFCorpus(Corpus):
             A 32-character hex digest.
         """
         check_split(split)
+        self._counted()  # a stream is counted and hashed on first use
         source = "train" if self._native[split] is None else split
         ds_fp = self._content[source] or getattr(self._data[source], "_fingerprint", None)
         return hash_strings(

@@ -14,6 +14,7 @@ import pytest
 datasets = pytest.importorskip("datasets")
 
 from complexformer.data import get_tokenizer, load_corpus, load_token_splits  # noqa: E402
+from complexformer.data.corpus import document_start  # noqa: E402
 from complexformer.data.hf import HF_STREAMING_ENV, HFCorpus, hf_streaming  # noqa: E402
 from complexformer.data.prepare import prepare_corpus  # noqa: E402
 from complexformer.data.prepared import PreparedCorpus  # noqa: E402
@@ -146,6 +147,10 @@ def test_a_hub_name_is_loaded_with_streaming(cache, monkeypatch):
     assert calls == [("Salesforce/wikitext", "wikitext-103-raw-v1", {"streaming": True})]
     val = [r["text"] for i, r in enumerate(rows) if split_of(str(i)) == "val"]
     want = [t for t in val if t.strip()]
+    prompt = document_start(corpus)  # the start of the first val document: reads no further
+    assert prompt and want[0].lstrip().startswith(prompt)
+    assert corpus._stats is None
     assert list(corpus.documents("val")) == want and want
+    assert corpus.stats["val"].n_docs == len(want)  # counted on first use
     with pytest.raises(ValueError, match="no column 'body'"):
         load_corpus("hf:Salesforce/wikitext", text_field="body")
