@@ -107,6 +107,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         shard_tokens=cfg.shard_tokens,
         sample_bytes=cfg.tokenizer_sample_bytes,
         cache_dir=cfg.cache_dir,
+        hf_streaming=cfg.hf_streaming,
         overwrite=args.overwrite,
         log=print,
     )

@@ -72,6 +72,8 @@ class PrepareConfig:
         shard_tokens: the most tokens in one shard file (default 256 Mi).
         tokenizer_sample_bytes: the BPE's training sample budget (default 256 MiB).
         cache_dir: the cache root of the BPE (default: the user's cache).
+        hf_streaming: (``hf:``) stream the dataset; None: stream a Hub dataset, read a local
+            one converted to Arrow.
     """
 
     data: str = "stdlib"
@@ -82,6 +84,7 @@ class PrepareConfig:
     shard_tokens: int = DEFAULT_SHARD_TOKENS
     tokenizer_sample_bytes: int = DEFAULT_SAMPLE_BYTES
     cache_dir: str | None = None
+    hf_streaming: bool | None = None
 
 
 def default_workers() -> int:
@@ -223,6 +226,7 @@ def prepare_corpus(
     shard_tokens: int = DEFAULT_SHARD_TOKENS,
     sample_bytes: int = DEFAULT_SAMPLE_BYTES,
     cache_dir: str | os.PathLike | None = None,
+    hf_streaming: bool | None = None,
     overwrite: bool = False,
     show_progress: bool = True,
     log: Callable[[str], Any] | None = None,
@@ -242,6 +246,8 @@ def prepare_corpus(
         shard_tokens: the most tokens in one shard file.
         sample_bytes: the BPE's training sample budget (``tokenizer_sample_bytes``).
         cache_dir: the cache root for the BPE (see :func:`~.cache.cache_root`).
+        hf_streaming: (``hf:``) stream the dataset (True), read it converted to Arrow
+            (False), or None: stream a Hub dataset, not a local folder or file.
         overwrite: replace an existing prepared folder.
         show_progress: progress bars (BPE training, documents encoded per split).
         log: message sink (e.g. ``print``).
@@ -260,7 +266,7 @@ def prepare_corpus(
         raise ValueError(f"workers must be >= 1, got {workers}")
     out = Path(out).expanduser()
     _check_out(out, overwrite)
-    corpus = load_corpus(spec, text_field=text_field, log=log)
+    corpus = load_corpus(spec, text_field=text_field, log=log, hf_streaming=hf_streaming)
     tok = get_tokenizer(
         tokenizer,
         corpus,

@@ -122,6 +122,7 @@ def load_corpus(
     fractions: Sequence[float] | None = None,
     log: Callable[[str], Any] | None = None,
     verify: bool = True,
+    hf_streaming: bool | None = None,
     **hf_kwargs: Any,
 ) -> Corpus:
     """Load the corpus a spec names, with its train/val/test split and statistics.
@@ -136,6 +137,9 @@ def load_corpus(
         verify: (``prepared:``) check the shards against the folder's manifest (once per
             machine); the text field and fractions of a prepared folder are those it was
             prepared with.
+        hf_streaming: (``hf:``) stream the dataset (True), read it converted to Arrow
+            (False), or None: stream a dataset on the Hub, not a local folder or file (see
+            :func:`~complexformer.data.hf.hf_streaming`). Ignored by other specs.
         **hf_kwargs: extra keyword arguments for ``datasets.load_dataset``.
 
     Returns:
@@ -170,6 +174,7 @@ def load_corpus(
             text_field=text_field,
             fractions=fractions,
             spec=str(ds),
+            streaming=hf_streaming,
             **hf_kwargs,
         )
     else:
