@@ -176,7 +176,9 @@ def test_batch_must_divide_over_ranks(make_train_config, model_config, monkeypat
     from complexformer.training import DistInfo
 
     # the check runs before any collective, so a pretend world of 2 is enough
-    monkeypatch.setattr(loop_mod, "setup_distributed", lambda device: DistInfo(0, 2, 0))
+    monkeypatch.setattr(
+        loop_mod, "setup_distributed", lambda device, timeout=None: DistInfo(0, 2, 0)
+    )
     with pytest.raises(ValueError, match="divisible by world_size"):
         train(model_config, make_train_config(batch_size=3), log=None)
     with pytest.raises(ValueError, match="divisible by world_size"):
