@@ -60,7 +60,9 @@ class TrainConfig(ConfigBase):
         keep_last: number of most recent checkpoints kept.
         seed: seed of model initialisation, data sampling and dropout.
         bf16: run forward passes under ``torch.autocast(dtype=torch.bfloat16)``.
-        compile: wrap the model in ``torch.compile``.
+        compile: wrap the model in ``torch.compile``; with ``shard`` each shard unit's
+            ``forward`` is compiled on its own after ``fully_shard`` (FSDP2's gathers stay
+            outside the compiled code).
         shard: under torchrun, shard the parameters, gradients and optimizer state over the
             ranks with PyTorch's FSDP2 (``fully_shard`` on each transformer block, then the
             root; see :mod:`complexformer.training.shard`) instead of replicating them with
@@ -188,11 +190,6 @@ class TrainConfig(ConfigBase):
             )
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {DEVICES}, got {self.device!r}")
-        if self.shard and self.compile:
-            raise ValueError(
-                "shard=True with compile=True is not supported yet: torch.compile of a "
-                "sharded model is untested here; drop one of --shard and --compile"
-            )
         if self.batch_size % self.grad_accum:
             raise ValueError(
                 f"batch_size ({self.batch_size}) must be divisible by grad_accum "

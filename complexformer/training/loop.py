@@ -71,6 +71,7 @@ from .rundir import (
 from .saving import SavingMixin, whole_model_checkpoints
 from .shard import (
     PlainTwin,
+    compile_blocks,
     shard_model,
     shard_optimizer_state,
     to_full_tensor,
@@ -451,7 +452,10 @@ class Trainer(SavingMixin):
     def _setup_wrappers(self) -> None:
         tc, dist = self.tc, self.dist
         self.train_model: nn.Module = self.model
-        if tc.compile:
+        if tc.compile and self.sharded:
+            n = compile_blocks(self.task.shard_units(self.model))
+            self.log(f"compile: the forward of each of {n} sharded block(s) is compiled")
+        elif tc.compile:
             self.train_model = torch.compile(self.model)
         if dist.distributed and not self.sharded:
             ids = [dist.device] if dist.device.type == "cuda" else None
