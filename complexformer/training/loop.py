@@ -71,6 +71,7 @@ from .rundir import (
 from .saving import SavingMixin, whole_model_checkpoints
 from .shard import (
     PlainTwin,
+    compile_blocks,
     shard_model,
     shard_optimizer_state,
     to_full_tensor,
@@ -181,11 +182,27 @@ class StepStats:
     grad_norm: float
 
 
+@dataclass
+class _Unread:
+    """An update's measurements still on the device: ``values`` holds the rank sums of the
+    main loss and of the auxiliary losses ``names``, the count of ranks that received a stop
+    signal, and the gradient norm (float64)."""
+
+    step: int
+    names: list[str]
+    values: torch.Tensor
+    lr: float
+
+
 class Trainer(SavingMixin):
     """One training run of a :class:`TrainTask`, in named steps.
 
-    :meth:`run` is ``setup`` -> for each update: ``train_step`` -> ``log_step`` ->
-    ``maybe_eval`` -> ``maybe_save`` -> callback -> ``finish``. Every rank runs every step;
+    :meth:`run` is ``setup`` -> for each update: ``train_step``, and where a row, a save or
+    the callback is due: ``read_steps`` -> ``log_step`` -> ``maybe_eval`` -> ``maybe_save`` ->
+    callback -> ``finish``. The measurements of an update stay on the device until
+    ``read_steps`` reads those of all the updates since the last read in one transfer, so
+    between log intervals the host does not wait for the device (unless a callback is given:
+    it gets every update's numbers). Every rank runs every step;
     files are written by rank 0. The task supplies the data, the model, the losses (the main
     loss and any auxiliary ones, each logged under its own name) and the evaluation; the
     trainer supplies the optimizer, schedule, accumulation, clipping, DDP, autocast,
@@ -251,7 +268,10 @@ class Trainer(SavingMixin):
         self.maybe_eval_start()
         try:
             while self.step < self.tc.max_steps:
-                stats = self.train_step()
+                self.train_step()
+                if not self._read_due():
+                    continue
+                stats = self.read_steps()
                 row = self.log_step(stats)
                 self.maybe_eval(row)
                 if row is not None:
@@ -432,7 +452,10 @@ class Trainer(SavingMixin):
     def _setup_wrappers(self) -> None:
         tc, dist = self.tc, self.dist
         self.train_model: nn.Module = self.model
-        if tc.compile:
+        if tc.compile and self.sharded:
+            n = compile_blocks(self.task.shard_units(self.model))
+            self.log(f"compile: the forward of each of {n} sharded block(s) is compiled")
+        elif tc.compile:
             self.train_model = torch.compile(self.model)
         if dist.distributed and not self.sharded:
             ids = [dist.device] if dist.device.type == "cuda" else None
@@ -452,6 +475,8 @@ class Trainer(SavingMixin):
         self.clip = tc.grad_clip if tc.grad_clip > 0 else math.inf
         self.last_eval: tuple[int, dict[str, Any] | None] | None = None
         self.last_train_loss: float | None = None
+        self._unread: list[_Unread] = []
+        self.stop_votes = 0
         self.bar = tqdm(
             total=tc.max_steps,
             initial=self.step,
@@ -469,8 +494,9 @@ class Trainer(SavingMixin):
         return contextlib.nullcontext()
 
     # ------------------------------------------------------------------------ the steps
-    def train_step(self) -> StepStats:
-        """One optimizer update on the global batch ``sampler.batch(step)``."""
+    def train_step(self) -> None:
+        """One optimizer update on the global batch ``sampler.batch(step)``; its measurements
+        are all-reduced but stay on the device (:meth:`read_steps` reads them)."""
         tc, dist, device = self.tc, self.dist, self.dist.device
         batch = self.sampler.batch(self.step)  # (per_rank, T + 1), T + 1 = seq_tokens
         self.model.train()
@@ -490,7 +516,7 @@ class Trainer(SavingMixin):
                 prev = aux_sums.get(name, 0.0)
                 aux_sums[name] = prev + value.detach().double() / tc.grad_accum
         # with sharded (DTensor) gradients the norm is a DTensor of the global norm
-        grad_norm = float(to_full_tensor(clip_grad_norm_(self.model.parameters(), self.clip)))
+        grad_norm = to_full_tensor(clip_grad_norm_(self.model.parameters(), self.clip))
         group = self.optimizer.param_groups[0]
         lr = group["lr"] / group.get("lr_scale", 1.0)  # the schedule's lr, not a group's
         self.optimizer.step()
@@ -502,27 +528,65 @@ class Trainer(SavingMixin):
         stop = torch.tensor(self.signals.flag, dtype=torch.float64, device=device)
         sums = torch.stack([main_sum, *(aux_sums[n] for n in names), stop])
         all_reduce_sum(sums)
-        self.stop_votes = int(sums[-1])
-        values = [float(v) / dist.world_size for v in sums[:-1]]
-        train_loss, aux = values[0], dict(zip(names, values[1:], strict=True))
-        if not math.isfinite(train_loss):
-            raise FloatingPointError(
-                f"the training loss is {train_loss} at step {self.step}; try a lower lr "
-                f"(now {tc.lr:g}), grad_clip, or bf16=False"
-            )
-        self.last_train_loss = train_loss
-        self.accum["loss"] += train_loss
-        for name, value in aux.items():
-            self.accum["aux"][name] = self.accum["aux"].get(name, 0.0) + value
-        self.accum["n"] += 1
+        norm = grad_norm.detach().reshape(1).to(torch.float64)  # exact: float32 -> float64
+        self._unread.append(_Unread(self.step, names, torch.cat([sums, norm]), lr))
         self._interval_tokens += self.tokens_per_step
         self.bar.update(1)
-        return StepStats(self.step, train_loss, aux, lr, grad_norm)
+
+    def _read_due(self) -> bool:
+        """Whether this update's numbers are needed on the host now: a metrics row, a
+        checkpoint (it keeps the loss accumulators) or the callback is due, or the run ends."""
+        return (
+            self._row_due()
+            or self._save_due()
+            or self.callback is not None
+            or self.step >= self.tc.max_steps
+        )
+
+    def _row_due(self) -> bool:
+        step = self.step
+        return self._is_eval_step() or step % self.tc.log_every == 0 or step == self.tc.max_steps
+
+    def read_steps(self) -> StepStats:
+        """Read the measurements of the updates since the last read to the host (one
+        transfer: the only point where the host waits for the device), add them to the
+        metric accumulators in update order, check that each loss is finite, and take the
+        stop-signal count of the last update (the same on every rank after the all-reduce,
+        so all ranks stop after the same update).
+
+        Returns:
+            The stats of the last update.
+
+        Raises:
+            FloatingPointError: an update's loss was not finite (it names the update).
+        """
+        unread, self._unread = self._unread, []
+        rows = torch.stack([u.values for u in unread]).tolist()
+        world = self.dist.world_size
+        stats = None
+        for u, row in zip(unread, rows, strict=True):
+            *sums, stop, grad_norm = row
+            values = [v / world for v in sums]
+            train_loss, aux = values[0], dict(zip(u.names, values[1:], strict=True))
+            if not math.isfinite(train_loss):
+                raise FloatingPointError(
+                    f"the training loss is {train_loss} at step {u.step}; try a lower lr "
+                    f"(now {self.tc.lr:g}), grad_clip, or bf16=False"
+                )
+            self.last_train_loss = train_loss
+            self.accum["loss"] += train_loss
+            for name, value in aux.items():
+                self.accum["aux"][name] = self.accum["aux"].get(name, 0.0) + value
+            self.accum["n"] += 1
+            self.stop_votes = int(stop)
+            stats = StepStats(u.step, train_loss, aux, u.lr, grad_norm)
+        assert stats is not None
+        return stats
 
     def log_step(self, stats: StepStats) -> dict[str, Any] | None:
         """The metrics row of this step (every ``log_every`` steps, eval steps, the last)."""
         tc, step = self.tc, stats.step
-        if not (self._is_eval_step() or step % tc.log_every == 0 or step == tc.max_steps):
+        if not self._row_due():
             return None
         acc = self.accum
         elapsed = time.perf_counter() - self._interval_t0 - self._overhead

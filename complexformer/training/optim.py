@@ -20,6 +20,7 @@ __all__ = [
     "lr_at",
     "lr_factor",
     "param_groups",
+    "use_fused_adamw",
 ]
 
 NO_DECAY_NAMES = frozenset({"adapt_delta", "adapt_bias", "pcl_weight"})
@@ -101,11 +102,27 @@ def build_optimizer(
     model: nn.Module, cfg: TrainConfig, lr_scale: Callable[[str], float] | None = None
 ) -> torch.optim.AdamW:
     """``torch.optim.AdamW`` over :func:`param_groups` with the config's lr (times each
-    group's ``lr_scale``), betas, eps and decay."""
+    group's ``lr_scale``), betas, eps and decay; fused where :func:`use_fused_adamw` says."""
     groups = param_groups(model, cfg.weight_decay, lr_scale)
     for g in groups:
         g["lr"] = cfg.lr * g["lr_scale"]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps)
+    device = next((p.device for g in groups for p in g["params"]), torch.device("cpu"))
+    fused = True if use_fused_adamw(cfg.fused_adamw, device) else None
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused)
+
+
+def use_fused_adamw(setting: bool | str, device: torch.device) -> bool:
+    """Whether AdamW runs fused: ``setting`` is ``TrainConfig.fused_adamw``.
+
+    ``"auto"`` means on CUDA only: there the fused kernel is the anchors' default, while on
+    a CPU it rounds differently from the multi-tensor update (measured: losses within
+    ~2e-9 after 50 steps of a small MLP, not bit for bit), so ``"auto"`` keeps CPU runs
+    bit-identical to those of earlier versions. ``True`` on a device without the kernel
+    raises ``torch.optim.AdamW``'s own error.
+    """
+    if setting == "auto":
+        return device.type == "cuda"
+    return bool(setting)
 
 
 def lr_factor(

@@ -3,8 +3,9 @@
 A batch scheduler (SLURM, Kubernetes, a spot-instance reclaim) warns a job with a signal some
 time before it kills it. :class:`StopSignals` turns the signals named in
 ``TrainConfig.stop_signals`` into a flag on the rank that received them; the trainer sums the
-flags of all ranks in the all-reduce it already makes after each update, so every rank sees
-the same decision at the same step. The run then writes a checkpoint of that step, a
+flags of all ranks in the all-reduce it already makes after each update and reads the sum
+with the losses at the next metrics row or checkpoint, so every rank sees the same decision
+at the same step. The run then writes a checkpoint of that step, a
 ``metrics.jsonl`` row ``{"step", "event": "stopped", "signal", "checkpoint", ...}`` and a log
 line, and raises :class:`RunStopped`, a ``SystemExit`` whose exit code is :data:`EXIT_STOPPED`
 (75, ``EX_TEMPFAIL`` of ``sysexits.h``: a temporary failure, to be retried). Relaunched with
