@@ -48,7 +48,9 @@ def run_prompt(path: str | os.PathLike) -> str:
     if is_regular_file(recorded):
         return read_text(recorded)
     tc = TrainConfig.load(run_dir / "train_config.json")
-    prompt = document_start(load_corpus(tc.data, text_field=tc.text_field))
+    prompt = document_start(
+        load_corpus(tc.data, text_field=tc.text_field, hf_streaming=tc.hf_streaming)
+    )
     try:
         atomic_write_text(recorded, prompt)
     except OSError:  # a read-only run directory: use the prompt without recording it

@@ -73,7 +73,9 @@ class LMTask(TrainTask):
         cache_dir = data_cache_dir(tc.cache_dir, out, dist)
 
         def load() -> tuple[Tokenizer, dict[str, np.ndarray], PreparedCorpus | None]:
-            corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
+            corpus = load_corpus(
+                tc.data, text_field=tc.text_field, hf_streaming=tc.hf_streaming, log=mlog
+            )
             run_tok = out / "tokenizer"
             if resume and (run_tok / TOKENIZER_META).is_file():
                 tok = Tokenizer.load(run_tok)

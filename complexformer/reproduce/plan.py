@@ -44,6 +44,11 @@ _TRAIN_IGNORED = (
     "eval_blocks",
     "cache_dir",
     "data_timeout",
+    "stop_signals",
+    "dist_timeout",
+    "async_checkpoint",
+    "activation_checkpointing",
+    "hf_streaming",
 )
 
 
@@ -51,8 +56,9 @@ _TRAIN_IGNORED = (
 #: field existed): PCL on the rotated phases, summed; δ drawn around 0.
 _LEGACY_MODEL = {"delta_init": "paper", "pcl_target": "rotated", "pcl_reduce": "sum"}
 #: The same for train_config.json: the BPE's sample budget, whose default samples nothing of
-#: a train split up to 256 MiB (the scales' corpora), as runs before the field did.
-_LEGACY_TRAIN = {"tokenizer_sample_bytes": 1 << 28}
+#: a train split up to 256 MiB (the scales' corpora), as runs before the field did; AdamW as
+#: "auto" chooses it on the CPU (unfused), as runs before the field had it.
+_LEGACY_TRAIN = {"tokenizer_sample_bytes": 1 << 28, "fused_adamw": "auto"}
 
 
 @dataclass

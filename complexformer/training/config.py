@@ -37,6 +37,9 @@ class TrainConfig(ConfigBase):
             standard library's 29 MiB are used whole).
         cache_dir: the cache root for the BPE and the token arrays (default: the user's cache,
             or ``<out_dir>/cache`` when the ranks span several machines).
+        hf_streaming: (``hf:`` corpora) stream the dataset (True) or read it converted to
+            Arrow files (False); None: stream a Hub dataset, read a local one (the
+            ``COMPLEXFORMER_HF_STREAMING`` environment variable overrides None).
         data_timeout: seconds the other ranks wait for rank 0 to prepare the data (default 6 h).
         max_steps: number of optimizer updates.
         batch_size: the *global* batch, in sequences of ``max_seq_len`` tokens per optimizer
@@ -112,6 +115,7 @@ class TrainConfig(ConfigBase):
     text_field: str = "text"
     tokenizer_sample_bytes: int = 1 << 28
     cache_dir: str | None = None
+    hf_streaming: bool | None = None
     data_timeout: float = 6 * 3600.0
     max_steps: int = 2000
     batch_size: int = 32

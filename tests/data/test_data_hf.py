@@ -154,3 +154,25 @@ def test_a_hub_name_is_loaded_with_streaming(cache, monkeypatch):
     assert corpus.stats["val"].n_docs == len(want)  # counted on first use
     with pytest.raises(ValueError, match="no column 'body'"):
         load_corpus("hf:Salesforce/wikitext", text_field="body")
+
+
+def test_train_passes_its_hf_streaming_setting_to_the_corpus(monkeypatch, tmp_path):
+    import complexformer.lm.task as lm_task
+    from complexformer.lm import train
+    from complexformer.models.config import GPTConfig
+    from complexformer.training import TrainConfig
+
+    seen = {}
+
+    def fake_load_corpus(spec, **kwargs):
+        seen.update(kwargs, spec=spec)
+        raise RuntimeError("stop after the corpus call")
+
+    monkeypatch.setattr(lm_task, "load_corpus", fake_load_corpus)
+    model = GPTConfig(n_layer=1, d_model=32, n_head=2, d_ff=64, max_seq_len=32)
+    for setting in (True, False, None):
+        tc = TrainConfig(out_dir=str(tmp_path / f"run-{setting}"), data="hf:some/name",
+                         hf_streaming=setting, max_steps=1)  # fmt: skip
+        with pytest.raises(Exception, match="stop after the corpus call"):
+            train(model, tc, log=None)
+        assert seen["spec"] == "hf:some/name" and seen["hf_streaming"] is setting
