@@ -87,6 +87,8 @@ class CmplxBertConfig(PretrainedConfig):
         pooling: sequence classification's sentence vector, ``"cls"`` or ``"mean"``.
         base_model_name_or_path: the real BERT the model was complexified from (peft's
             name; what :meth:`CmplxBertPreTrainedModel.from_adapters` reloads by default).
+        base_class: the transformers BERT class that was complexified (``BertModel`` for an
+            MLM model whose head was added, ``add_mlm_head``); default the class's own.
         **kwargs: ``PretrainedConfig``'s (``num_labels``, ``id2label``, ``label2id``, ...).
     """
 
@@ -99,6 +101,7 @@ class CmplxBertConfig(PretrainedConfig):
         cmplxbert: dict[str, Any] | None = None,
         pooling: str = "cls",
         base_model_name_or_path: str | None = None,
+        base_class: str | None = None,
         **kwargs: Any,
     ) -> None:
 
@@ -109,6 +112,7 @@ class CmplxBertConfig(PretrainedConfig):
         self.cmplxbert = dict(cmplxbert or {})
         self.pooling = pooling
         self.base_model_name_or_path = base_model_name_or_path
+        self.base_class = base_class
         for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
             if key in self.bert:
                 kwargs.setdefault(key, self.bert[key])
@@ -145,7 +149,11 @@ class CmplxBertPreTrainedModel(PreTrainedModel):
         super().__init__(config)
 
         lora, model_config = _lora_configs(config)
-        real = getattr(transformers, self.hf_class)(config.bert_config())
+        added_head = model_config.add_mlm_head and self.task == "mlm"
+        name = "BertModel" if added_head else self.hf_class
+        real = getattr(transformers, name)(config.bert_config())
+        if not added_head:
+            model_config = model_config.replace(add_mlm_head=False)
         # the start's values are weights: they are loaded, so the calibration is skipped
         self.cmplxbert = complexify(real, lora, model_config.replace(start="paper"))
         self.cmplxbert.model_config = model_config
@@ -196,7 +204,8 @@ class CmplxBertPreTrainedModel(PreTrainedModel):
         return CmplxBertConfig(
             bert=bert,
             lora=model.lora_config.to_dict(),
-            cmplxbert=model.model_config.replace(add_mlm_head=False).to_dict(),
+            cmplxbert=model.model_config.to_dict(),
+            base_class=model.hf_class,
             pooling=getattr(model, "pooling", "cls"),
             base_model_name_or_path=getattr(hc, "_name_or_path", None) or None,
             num_labels=getattr(hc, "num_labels", 2),
@@ -313,8 +322,9 @@ class CmplxBertPreTrainedModel(PreTrainedModel):
         n = len(id2label) if cls.task in ("classification", "token_classification") else None
         real, new_head = load_hf_bert(base, cls.task, n)
         lora, model_config = split_config_dict(meta)
-        model = complexify(real, lora, model_config.replace(add_mlm_head=new_head, start="paper"))
-        model.model_config = model_config.replace(add_mlm_head=False)
+        model_config = model_config.replace(add_mlm_head=new_head)
+        model = complexify(real, lora, model_config.replace(start="paper"))
+        model.model_config = model_config
         model.pooling = meta.get("pooling", "cls")
 
         with safe_open(str(d / "adapter_model.safetensors"), "pt") as f:
