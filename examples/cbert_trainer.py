@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -120,11 +121,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return tok(*pair, truncation=True, max_length=args.max_len)
 
     data = data.map(encode, batched=True)
-    if args.max_train_examples:
-        n = min(args.max_train_examples, len(data["train"]))
-        data["train"] = data["train"].shuffle(seed=0).select(range(n))
-    labels = sorted(set(data["train"]["label"]))
-    model = build_model(base, len(labels), args.rank, args.pooling, args.seed)
+    if args.max_train_examples and args.max_train_examples < len(data["train"]):
+        # cbert-finetune's fixed subset: the same examples for every model and seed
+        rows = random.Random(0).sample(range(len(data["train"])), args.max_train_examples)
+        data["train"] = data["train"].select(sorted(rows))
+    num_labels = 1 + max(max(data[s]["label"]) for s in ("train", "validation"))
+    model = build_model(base, num_labels, args.rank, args.pooling, args.seed)
     steps = -(-len(data["train"]) // args.batch_size) * args.epochs
     opt = optimizer(model, args.lr, args.base_lr_ratio, args.weight_decay)
     sched = transformers.get_linear_schedule_with_warmup(opt, int(args.warmup_frac * steps), steps)
