@@ -58,6 +58,10 @@ VOCABULARY: dict[str, str] = {
     "--overwrite": "start afresh in an existing run folder",
     "--json": "print JSON",
     "--no-verify": "read an artifact the package wrote without checking its manifest",
+    "--input": "a JSONL file of records to process",
+    "--output": "a JSONL file to write",
+    "--quiet": "no progress bar",
+    "--no-save-models": "keep results only, not the fine-tuned models",
     # model and recipe
     "--preset": "a named model configuration (models.config.PRESETS)",
     "--recipe": "a named set of training and model defaults: library or paper",

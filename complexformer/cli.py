@@ -195,12 +195,35 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export_cmplxbert(args: argparse.Namespace) -> int:
+    from ._optional import require
+    from ._runtime import cpu_settings
+
+    require("transformers", "hf", "complexformer export")
+    from .cmplxbert.loading import is_cmplxbert_dir
+    from .hf.export_cmplxbert import export_cmplxbert
+
+    src = Path(args.model)
+    src = src if is_cmplxbert_dir(src) else src / "model"
+    with cpu_settings(args.threads):
+        out = export_cmplxbert(src, args.out, verify=args.verify)
+    print(f"exported {args.model} to {Path(out).resolve()}")
+    print(
+        "load it with: import complexformer.hf; complexformer.hf.register_auto_classes(); "
+        "AutoModelFor...from_pretrained(DIR), or without complexformer: "
+        "AutoModelFor...from_pretrained(DIR, trust_remote_code=True)"
+    )
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from ._optional import require
     from ._runtime import cpu_settings
     from .artifacts import detect_kind
 
     kind = detect_kind(args.model)
+    if kind == "cmplxbert":
+        return _export_cmplxbert(args)
     if kind not in ("lm-run", "lm-checkpoint", "lm-model", "export"):
         from .artifacts.artifact import DESCRIPTIONS
 
@@ -383,14 +406,14 @@ def _add_info_export_parsers(sub) -> None:
 
     x = sub.add_parser(
         "export",
-        help="write a model directory for transformers (AutoModelForCausalLM, pipeline)",
-        description="Export a ComplexFormer run or model as a transformers model directory: "
-        "config.json with an auto_map, model.safetensors, the self-contained modeling code "
-        "(for trust_remote_code=True without complexformer), the tokenizer as a "
-        "PreTrainedTokenizerFast and a sha256 manifest. Needs the hf extra. The directory "
-        "also loads back with --model DIR. See docs/huggingface.md.",
+        help="write a model directory for transformers (AutoModelFor..., pipeline)",
+        description="Export a ComplexFormer run or model, or a CmplxBERT directory, as a "
+        "transformers model directory: config.json with an auto_map, model.safetensors, the "
+        "self-contained modeling code (for trust_remote_code=True without complexformer), "
+        "the tokenizer and a sha256 manifest. Needs the hf extra. A language model's export "
+        "also loads back with --model DIR. See docs/huggingface.md and docs/cmplxbert.md.",
     )
-    add_model(x, "the ComplexFormer run, checkpoint or final model to export")
+    add_model(x, "the ComplexFormer run, checkpoint or final model, or the CmplxBERT directory")
     add_verify(x)
     x.add_argument(
         "--out",

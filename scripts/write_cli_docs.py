@@ -29,6 +29,8 @@ EXAMPLES = {
     "--out runs/cbert8 --rank 8",
     "cbert-finetune": "complexformer cbert-finetune --model runs/cbert8/model --task docstrings "
     "--out runs/ft8",
+    "cbert-predict": "complexformer cbert-predict --model runs/ft8/train/cmplxbert-seed0/model "
+    "--input new.jsonl --output predictions.jsonl",
     "cbert-study": "complexformer cbert-study --base minilm --out runs/study --recipe paper",
     "cbert-start": "complexformer cbert-start --base minilm --out runs/start",
     "cbert-embeddings": "complexformer cbert-embeddings --model runs/cbert8/model",

@@ -70,6 +70,19 @@ hf:NAME[:CONFIG] (online), a .jsonl/.csv file with text and label columns (split
 a hash of the text), or a folder with train/validation/test .jsonl or .csv files.
 """
 
+_EPILOG_PREDICT = """\
+examples:
+  complexformer cbert-finetune --base minilm --task docstrings --models cmplxbert --seeds 0 \\
+      --out runs/ft
+  complexformer cbert-predict --model runs/ft/train/cmplxbert-seed0/model \\
+      --input new.jsonl --output predictions.jsonl
+
+Input: one JSON object per line with the fields the model was fine-tuned on ("text"; and
+"text_pair" for pairs; "tokens", a list of words, for token tags), or a JSON string per line
+for a sequence classifier. Output: each input object with "label", "label_id", "score" and
+"logits" added (token classifiers: "tags", "tag_ids" and "logits" per word).
+"""
+
 _LORA = ("lora", ComplexLoRAConfig)
 _MODEL = ("model", CmplxBertConfig)
 
@@ -152,6 +165,29 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     print(Path(args.out, "finetune.md").read_text(encoding="utf-8"))
     if args.json:
         print(json.dumps(payload["summary"], indent=2))
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from .._runtime import cpu_settings
+    from .predict import predict_file
+
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    with cpu_settings(args.threads):
+        n = predict_file(
+            args.model,
+            args.input,
+            args.output,
+            batch_size=args.batch_size,
+            device=device,
+            verify=args.verify,
+            progress=not args.quiet,
+        )
+    print(f"{n} predictions written to {Path(args.output).resolve()}")
     return 0
 
 
@@ -494,6 +530,15 @@ def _add_finetune(sub, fmt) -> None:
     add_device(f, default=None)
     add_threads(f, dest="num_threads")
     add_shard(f)
+    f.add_argument(
+        "--no-save-models",
+        dest="save_models",
+        action="store_false",
+        default=None,
+        help="keep results only; by default each fine-tuned CmplxBERT is kept as a model "
+        "directory in OUT/train/<kind>-seed<s>/model (adapters, complex biases, norms, head, "
+        "tokenizer, labels), which cbert-predict, info and the transformers classes read",
+    )
     f.add_argument("--json", action="store_true", help="also print the summary as JSON")
     add_set(f, (FinetuneConfig, ComplexLoRAConfig, CmplxBertConfig))
     f.set_defaults(func=cmd_finetune)
@@ -570,11 +615,35 @@ def _add_study(sub, fmt) -> None:
     st.set_defaults(func=cmd_study)
 
 
+def _add_predict(sub, fmt) -> None:
+    p = sub.add_parser(
+        "cbert-predict",
+        help="CmplxBERT: classify new text with a fine-tuned CmplxBERT (JSONL in, JSONL out)",
+        description="Read a JSONL file of records, classify each with a fine-tuned CmplxBERT "
+        "directory (kept by cbert-finetune) and write the records with their predictions as "
+        "JSONL; a progress bar on stderr. The logits are the model's forward.",
+        epilog=_EPILOG_PREDICT,
+        formatter_class=fmt,
+    )
+    add_model(p, "a fine-tuned CmplxBERT directory (OUT/train/cmplxbert-seed<s>/model)")
+    add_verify(p)
+    p.add_argument("--input", required=True, metavar="JSONL", help="records to classify")
+    p.add_argument(
+        "--output", required=True, metavar="JSONL", help="where to write the predictions"
+    )
+    p.add_argument("--batch-size", type=int, default=32, help="records per forward (32)")
+    add_device(p, default="cpu")
+    add_threads(p)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_predict)
+
+
 def add_cbert_parsers(sub) -> None:
     """Register the ``cbert-*`` commands on ``sub``."""
     fmt = argparse.RawDescriptionHelpFormatter
     _add_complexify(sub, fmt)
     _add_finetune(sub, fmt)
+    _add_predict(sub, fmt)
     _add_study(sub, fmt)
 
     s0 = sub.add_parser(

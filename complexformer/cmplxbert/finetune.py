@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -30,27 +29,33 @@ from complexformer._report import markdown_table, write_json, write_report
 from complexformer._runtime import cpu_settings
 from complexformer._safe_paths import read_text, remove_entry
 from complexformer._stats import format_p, paired_t_test
-from complexformer.nn import functional as CF
 from complexformer.training import METRICS_FILE, TrainConfig, train_task
 from complexformer.training.checkpoint import CHECKPOINTS_DIR
 
 from .complexify import complexify
 from .config import CmplxBertConfig, ComplexLoRAConfig
 from .finetune_task import PROBE_EXAMPLES, FinetuneTask
+from .finetuned import MeanPooled, base_of, save_finetuned
 from .io import trainable_parameter_counts
 from .labelled import BUILTIN_TASKS, TASK_TYPES, ClassificationTask, load_classification_task
 from .loading import (
     is_cmplxbert_dir,
     load_cmplxbert,
     load_hf_bert,
-    read_cmplxbert_meta,
     resolve_base,
     verify_cmplxbert,
 )
 from .metrics import classification_metrics, mean_std, token_metrics
 from .real import add_real_lora
 
-__all__ = ["DEFAULT_MODELS", "MODEL_KINDS", "FinetuneConfig", "build_classifier", "finetune"]
+__all__ = [
+    "DEFAULT_MODELS",
+    "MODEL_KINDS",
+    "FinetuneConfig",
+    "build_classifier",
+    "finetune",
+    "save_finetuned",
+]
 
 #: What ``finetune`` can train: the CmplxBERT, the CmplxBERT complexified with the paper's
 #: start (a plain BERT only), the real BERT and the real BERT with real LoRA.
@@ -59,7 +64,7 @@ DEFAULT_MODELS = ("cmplxbert", "real", "real-lora")
 #: Updates over which the summary reports the adapter growth (the largest probe value).
 GROWTH_WINDOW = 100
 #: settings that do not change a single run (left out of its config.json).
-_NOT_RUN_SETTINGS = ("models", "seeds", "num_threads", "device", "shard")
+_NOT_RUN_SETTINGS = ("models", "seeds", "num_threads", "device", "shard", "save_models")
 #: linear layers that get real LoRA adapters (the encoder's, as the complex adapters).
 REAL_LORA_TARGETS = (
     r".*(query|key|value|attention\.output\.dense|intermediate\.dense|"
@@ -113,6 +118,10 @@ class FinetuneConfig(ConfigBase):
         device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
         shard: under torchrun, shard each run's model over the ranks (FSDP2) instead of DDP
             (``TrainConfig.shard``).
+        save_models: keep each fine-tuned CmplxBERT (``cmplxbert`` and ``cmplxbert-paper``
+            runs) as a CmplxBERT directory in ``OUT/train/<kind>-seed<s>/model``: adapters,
+            complex biases, norms and head, tokenizer, labels and pooling, with a manifest
+            (:func:`save_finetuned`). The real baselines keep results only.
     """
 
     task: str = "docstrings"
@@ -138,6 +147,7 @@ class FinetuneConfig(ConfigBase):
     num_threads: int | None = None
     device: str = "auto"
     shard: bool = False
+    save_models: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -181,10 +191,6 @@ class FinetuneConfig(ConfigBase):
 
 
 # ------------------------------------------------------------------------------- models
-def _base_of(model_path: str) -> str:
-    return read_cmplxbert_meta(model_path)["base"] if is_cmplxbert_dir(model_path) else model_path
-
-
 def build_classifier(
     kind: str,
     model_path: str,
@@ -223,9 +229,10 @@ def build_classifier(
         else:
             hf, _ = load_hf_bert(model_path, hf_task, num_labels)
             model = complexify(hf, cfg.lora, cfg.model)
+        model.pooling = "cls"  # mean pooling is MeanPooled's, around the model
         model.classifier.base_layer.requires_grad_(True)  # new weights: they must learn
         return model
-    hf, _ = load_hf_bert(_base_of(model_path), hf_task, num_labels)
+    hf, _ = load_hf_bert(base_of(model_path), hf_task, num_labels)
     if kind == "real":
         return hf.requires_grad_(True)
     if kind == "real-lora":
@@ -255,39 +262,13 @@ def resolve_pooling(pooling: str, model_path: str) -> str:
     """``"cls"`` or ``"mean"`` for ``pooling="auto"`` (see :class:`FinetuneConfig`)."""
     if pooling != "auto":
         return pooling
-    base = Path(resolve_base(_base_of(model_path)))
+    base = Path(resolve_base(base_of(model_path)))
     conf = base / "1_Pooling" / "config.json"
     if conf.is_file():
         spec = json.loads(conf.read_text(encoding="utf-8"))
         if spec.get("pooling_mode_mean_tokens") and not spec.get("pooling_mode_cls_token"):
             return "mean"
     return "cls"
-
-
-class MeanPooled(nn.Module):
-    """A BERT classifier (real or CmplxBERT) fed with the masked mean of the last hidden
-    states, as sentence-transformers models are used: mean → dropout → classifier (→ modulus
-    or real part for CmplxBERT); the pooler is skipped (such models do not train it)."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, attention_mask, labels=None, token_type_ids=None):
-        m = self.model
-        w = attention_mask.unsqueeze(-1)  # (B, T, 1)
-        kw = {"attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        if hasattr(m, "lora_config"):  # CmplxBert
-            h = m(input_ids, **kw).last_hidden_state  # (B, T, E)
-            mean = (h * w.to(h.real.dtype)).sum(1) / w.sum(1).clamp(min=1)  # (B, E) complex
-            x = CF.complex_dropout(mean, m.classifier_dropout, m.training)
-            logits = m._to_real(m.classifier(x))
-        else:  # transformers BertForSequenceClassification
-            h = m.bert(input_ids=input_ids, **kw).last_hidden_state
-            mean = (h * w.to(h.dtype)).sum(1) / w.sum(1).clamp(min=1)
-            logits = m.classifier(m.dropout(mean))
-        loss = None if labels is None else nn.functional.cross_entropy(logits, labels)
-        return SimpleNamespace(loss=loss, logits=logits)
 
 
 # ------------------------------------------------------------------------------- training
@@ -352,12 +333,16 @@ def _run_one(
     pad_id: int,
     run_dir: Path,
     label_names: list[str] | None = None,
+    keep: Callable[[nn.Module, Path], Any] | None = None,
 ) -> tuple[dict[str, Any], nn.Module]:
     """Fine-tune one (model, seed) with :func:`complexformer.training.train_task` in
     ``run_dir`` (an interrupted run resumes from its last checkpoint, which is deleted once
-    the run is done); returns the result record and the trained model."""
+    the run is done); returns the result record and the trained model. ``keep`` writes the
+    fine-tuned model into ``run_dir/model`` (:class:`FinetuneTask`)."""
     settings = _run_settings(cfg)
-    task = FinetuneTask(kind, build, data, settings, seed, cfg.batch_size, pad_id, label_names)
+    task = FinetuneTask(
+        kind, build, data, settings, seed, cfg.batch_size, pad_id, label_names, keep
+    )
     steps = task.steps_per_epoch * cfg.epochs
     tc = _train_config(cfg, seed, steps, task.steps_per_epoch, run_dir)
     t0 = time.perf_counter()
@@ -519,7 +504,15 @@ def finetune(
                     return MeanPooled(model) if pooling == "mean" else model
 
                 run_dir = out / "train" / f"{kind}-seed{seed}"
-                res, model = _run_one(kind, build, data, cfg, seed, pad_id, run_dir, task.labels)
+                keep = None
+                if cfg.save_models and kind.startswith("cmplxbert"):
+
+                    def keep(model, directory, seed=seed):
+                        save_finetuned(model, directory, model_path, tok, task, cfg, seed)
+
+                res, model = _run_one(
+                    kind, build, data, cfg, seed, pad_id, run_dir, task.labels, keep
+                )
                 trainable, total = trainable_parameter_counts(model)
                 counts[kind] = trainable
                 rec = {
@@ -528,6 +521,7 @@ def finetune(
                     "trainable_params": trainable,
                     "all_params": total,
                     **({"real_lora_rank": real_rank} if kind == "real-lora" else {}),
+                    **({"model_dir": str(run_dir / "model")} if keep is not None else {}),
                     **res,
                     "settings": settings,
                 }

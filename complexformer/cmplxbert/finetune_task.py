@@ -125,6 +125,8 @@ class FinetuneTask(TrainTask):
         pad_id: the tokenizer's padding id.
         label_names: the class (tag) names; token tasks use them for the entity F1 of BIO
             tags.
+        keep: called as ``keep(model, directory)`` by :meth:`save_final` to write the
+            fine-tuned model itself into the run's ``model`` folder (None: results only).
 
     A split may carry token type ids as a third element (sentence pairs), and token tasks
     have a list of labels per example (-100 where a token is not scored).
@@ -144,6 +146,7 @@ class FinetuneTask(TrainTask):
         batch_size: int,
         pad_id: int,
         label_names: list[str] | None = None,
+        keep: Callable[[nn.Module, Path], Any] | None = None,
     ) -> None:
         if not data["train"][0]:
             raise ValueError("FinetuneTask: the train split is empty")
@@ -151,6 +154,7 @@ class FinetuneTask(TrainTask):
         self.settings = json.loads(json.dumps(settings))
         self.seed, self.batch_size, self.pad_id = int(seed), int(batch_size), int(pad_id)
         self.label_names = list(label_names or [])
+        self.keep = keep
         self.per_token = bool(data["train"][1]) and isinstance(data["train"][1][0], list)
         self.steps_per_epoch = math.ceil(len(data["train"][0]) / self.batch_size)
         self.model: nn.Module | None = None
@@ -306,7 +310,9 @@ class FinetuneTask(TrainTask):
 
     def save_final(self, model, directory: Path) -> None:
         """Classify the validation and test splits and write their metrics and the test
-        predictions to ``directory/result.json`` (fine-tuning keeps results, not weights)."""
+        predictions to ``directory/result.json``; with ``keep``, the fine-tuned model is
+        written into ``directory`` first (a CmplxBERT directory, see
+        :func:`complexformer.cmplxbert.finetune.finetune`)."""
         device = next(model.parameters()).device
         val_pred = predict(model, self.data["validation"], self.pad_id, device)
         test_pred = predict(model, self.data["test"], self.pad_id, device)
@@ -317,5 +323,7 @@ class FinetuneTask(TrainTask):
             "growth": [*self.growth, self.probe(model, self.last_step, device)],
         }
         directory = Path(directory)
+        if self.keep is not None:  # replaces the folder: before result.json
+            self.keep(model, directory)
         directory.mkdir(parents=True, exist_ok=True)
         atomic_write_text(directory / RESULT_FILE, json.dumps(self.result) + "\n")

@@ -5,7 +5,8 @@ tokenizer, loadable for masked-LM or for sequence classification.
 
 Layout of a CmplxBERT directory (written by :func:`save_cmplxbert`)::
 
-    cmplxbert.json              base (hub name or local path), task, model class, max_len
+    cmplxbert.json              base (hub name or local path), task, model class, pooling,
+                                and for a fine-tuned classifier num_labels, labels, max_len
     adapter_config.json         ComplexLoRAConfig, CmplxBertConfig, base-model metadata
     adapter_model.safetensors   adapters, complex biases, norms and trained head weights
     tokenizer.json, vocab.txt, tokenizer_config.json, ...   the base's tokenizer
@@ -30,6 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from safetensors import safe_open
 from torch import nn
 
 from complexformer._atomic import atomic_dir, atomic_write_text
@@ -40,6 +42,7 @@ from complexformer._paths import require_local_or_hub
 from .complexify import complexify
 from .config import split_config_dict, split_overrides
 from .io import ADAPTER_CONFIG_NAME, ADAPTER_WEIGHTS_NAME, load_adapters, save_adapters
+from .modeling import POOLINGS
 
 __all__ = [
     "CMPLXBERT_FILE",
@@ -235,6 +238,7 @@ def save_cmplxbert(
             "name": model.name,
             "lora": model.lora_config.to_dict(),
             "cmplxbert": model.model_config.to_dict(),
+            "pooling": getattr(model, "pooling", "cls"),
             **(extra or {}),
         }
         atomic_write_text(tmp / CMPLXBERT_FILE, json.dumps(meta, indent=2) + "\n")
@@ -269,6 +273,17 @@ def read_cmplxbert_meta(directory: str | os.PathLike[str]) -> dict[str, Any]:
     if meta.get("format") != _FORMAT:
         raise ValueError(f"{path}: unknown format {meta.get('format')!r}")
     return meta
+
+
+def _train_saved_base_weights(model: nn.Module, directory: Path) -> None:
+    """Real base weights that the saved adapter file holds trained when it was saved (a new
+    classifier's or MLM head's weights, ``train_heads="full"``): they train again here, so
+    that they are part of the adapter state that is loaded."""
+    with safe_open(str(directory / ADAPTER_WEIGHTS_NAME), "pt") as f:
+        saved = set(f.keys())
+    for name, p in model.named_parameters():
+        if name in saved and not p.requires_grad:
+            p.requires_grad_(True)
 
 
 def load_cmplxbert(
@@ -316,6 +331,11 @@ def load_cmplxbert(
     lora_kw, model_kw = split_overrides(overrides, "load_cmplxbert")
     model_config = model_config.replace(**{**model_kw, "add_mlm_head": new_head})
     model = complexify(hf, lora.replace(**lora_kw), model_config)
+    pooling = meta.get("pooling", "cls") if same else "cls"
+    if pooling not in POOLINGS:
+        raise ValueError(f"{d}: unknown pooling {pooling!r}; allowed: {', '.join(POOLINGS)}")
+    model.pooling = pooling
+    _train_saved_base_weights(model, d)
     result = load_adapters(model, d, strict=same, verify=False)  # checked above, or opted out
     if not same:
         bad = [k for k in result.unexpected_keys if not k.startswith("cls.")]

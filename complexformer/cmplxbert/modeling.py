@@ -67,6 +67,7 @@ from .planar import (
 )
 
 __all__ = [
+    "POOLINGS",
     "CmplxAttention",
     "CmplxBert",
     "CmplxBertOutput",
@@ -82,6 +83,7 @@ __all__ = [
     "CmplxSelfAttention",
     "CmplxTransform",
     "GatedGELU",
+    "mean_pool",
     "split_tanh",
 ]
 
@@ -433,6 +435,18 @@ class CmplxMLMHead(nn.Module):
 
 # --------------------------------------------------------------------------- the model
 
+#: The sentence vectors of sequence classification (:attr:`CmplxBert.pooling`).
+POOLINGS = ("cls", "mean")
+
+
+def mean_pool(h: Tensor, attention_mask: Tensor | None) -> Tensor:
+    """The masked mean over tokens of (B, T, E) hidden states (real or complex): (B, E)."""
+    if attention_mask is None:
+        return h.mean(1)
+    w = attention_mask.unsqueeze(-1)  # (B, T, 1)
+    real = h.real.dtype if h.is_complex() else h.dtype
+    return (h * w.to(real)).sum(1) / w.sum(1).clamp(min=1)
+
 
 class CmplxBert(nn.Module):
     """A complex-valued BERT built by :func:`complexify` (CmplxBERTLoRA_r, Tamburini 2024).
@@ -449,6 +463,10 @@ class CmplxBert(nn.Module):
         cls: the MLM head (``cls.predictions.transform`` / ``.decoder``, and for
             pre-training the next-sentence head ``cls.seq_relationship``) or None.
         classifier: the LoRA-adapted classifier (sequence or token classification) or None.
+        pooling: the sentence vector of sequence classification: ``"cls"`` (the first
+            token through the pooler, BERT's and the paper's) or ``"mean"`` (the masked mean
+            of the last hidden states, the pooler skipped: how sentence-transformers bases
+            such as MiniLM are used; ``cbert-finetune --pooling``). Saved with the model.
     """
 
     def __init__(
@@ -474,6 +492,7 @@ class CmplxBert(nn.Module):
         self.task = task
         self.hf_class = hf_class
         self.name = f"CmplxBERTLoRA_{lora_config.r}"
+        self.pooling = "cls"
 
     @property
     def num_heads(self) -> int:
@@ -587,6 +606,8 @@ class CmplxBert(nn.Module):
             else:
                 loss = loss + F.cross_entropy(nsp, next_sentence_label.reshape(-1))
         elif self.task == "classification":
+            if self.pooling == "mean":
+                first = mean_pool(h, attention_mask)
             x = CF.complex_dropout(first, self.classifier_dropout, self.training)
             logits = self._to_real(self.classifier(x))  # (B, num_labels)
             if labels is not None:
@@ -632,5 +653,5 @@ class CmplxBert(nn.Module):
         return (
             f"name={self.name!r}, task={self.task!r}, base={self.hf_class}, "
             f"attention_score={c.attention_score!r}, head_output={c.head_output!r}, "
-            f"whiten={c.whiten!r}"
+            f"whiten={c.whiten!r}, pooling={self.pooling!r}"
         )

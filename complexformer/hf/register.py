@@ -23,7 +23,10 @@ __all__ = ["register_auto_classes"]
 
 
 def register_auto_classes() -> None:
-    """Register ``"complexformer"`` with ``AutoConfig`` and ``AutoModelForCausalLM``.
+    """Register ``"complexformer"`` with ``AutoConfig`` and ``AutoModelForCausalLM``, and
+    ``"cmplxbert"`` (:mod:`.cmplxbert`) with ``AutoConfig``, ``AutoModel``,
+    ``AutoModelForMaskedLM``, ``AutoModelForPreTraining``,
+    ``AutoModelForSequenceClassification`` and ``AutoModelForTokenClassification``.
 
     Idempotent: a second call registers the same classes again, which transformers allows
     (``exist_ok=True``).
@@ -42,3 +45,15 @@ def register_auto_classes() -> None:
     transformers.AutoModelForCausalLM.register(
         ComplexFormerConfig, ComplexFormerForCausalLM, exist_ok=True
     )
+    from . import cmplxbert as cb
+
+    config = cb.CmplxBertConfig
+    transformers.AutoConfig.register(config.model_type, config, exist_ok=True)
+    for auto, cls in (
+        ("AutoModel", cb.CmplxBertModel),
+        ("AutoModelForMaskedLM", cb.CmplxBertForMaskedLM),
+        ("AutoModelForPreTraining", cb.CmplxBertForPreTraining),
+        ("AutoModelForSequenceClassification", cb.CmplxBertForSequenceClassification),
+        ("AutoModelForTokenClassification", cb.CmplxBertForTokenClassification),
+    ):
+        getattr(transformers, auto).register(config, cls, exist_ok=True)

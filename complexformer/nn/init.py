@@ -46,6 +46,17 @@ def trabelsi_(
 ) -> Tensor:
     """In-place Rayleigh-modulus / uniform-phase init of a real (out, in, ..., 2) tensor.
 
+    Trabelsi et al., "Deep Complex Networks" (ICLR 2018, sec. 3.6): |W| ~ Rayleigh(sigma)
+    and arg W ~ U(-pi, pi], independent. That is the polar form of a circular complex
+    normal: Re W and Im W independent N(0, sigma^2) have exactly this modulus and phase
+    (the Box-Muller transform read backwards: R = sqrt(X^2 + Y^2) has density
+    r/sigma^2 exp(-r^2 / (2 sigma^2)), Theta = atan2(Y, X) is uniform and independent of R).
+    So the tensor is filled by one ``normal_(0, sigma)`` in its own dtype: no float64
+    intermediates, no copies, and torch's vectorized Box-Muller instead of scalar log, cos
+    and sin (measured on CPU: ``normal_`` costs 1.3 times ``uniform_``, the inverse-CDF
+    transform of a uniform draw twice as much again; ``benchmarks/init_construction.py``).
+    The law is tested by its moments and by the modulus and phase distributions.
+
     Args:
         weight: real tensor whose last dimension (size 2) holds (Re, Im).
         kind: ``"glorot"`` (Var W = 2/(fan_in + fan_out)) or ``"he"`` (Var W = 2/fan_in).
@@ -56,14 +67,7 @@ def trabelsi_(
     """
     fan_in, fan_out = complex_fans(weight)
     sigma = rayleigh_sigma(fan_in, fan_out, kind)
-    shape, dev = weight.shape[:-1], weight.device
-    u = torch.rand(shape, generator=generator, device=dev, dtype=torch.float64)
-    modulus = sigma * torch.sqrt(-2.0 * torch.log1p(-u))  # inverse CDF of Rayleigh(sigma)
-    phase = torch.rand(shape, generator=generator, device=dev, dtype=torch.float64) * 2 - 1
-    phase = phase * math.pi
-    weight[..., 0].copy_(modulus * torch.cos(phase))
-    weight[..., 1].copy_(modulus * torch.sin(phase))
-    return weight
+    return weight.normal_(0.0, sigma, generator=generator)
 
 
 @torch.no_grad()

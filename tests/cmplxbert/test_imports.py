@@ -71,9 +71,9 @@ def test_no_private_helper_of_nn_functional_is_called():
                     raise AssertionError(f"{path.name}:{node.lineno} calls CF.{node.attr}")
 
 
-#: The parts above cmplxbert that read its directories (the one artifact loader) and the
-#: command line.
-ABOVE = (ROOT / "artifacts",)
+#: The parts above cmplxbert that read its directories (the one artifact loader), its
+#: transformers classes (``hf``) and the command line.
+ABOVE = (ROOT / "artifacts", ROOT / "hf")
 
 
 def test_nothing_below_cmplxbert_imports_it():
