@@ -50,6 +50,7 @@ except ImportError:  # pragma: no cover - depends on the torch version
     _EventType = None
 
 from complexformer._report import write_json
+from complexformer.training.dist import free_local_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
@@ -497,3 +498,29 @@ def _rel(path: Path) -> str:
         return str(path.resolve().relative_to(REPO_ROOT))
     except ValueError:
         return str(path)
+
+
+def launch_ranks(world: int, cmd: Sequence[str], what: str) -> None:
+    """Run ``cmd`` as ``world`` local ranks (torchrun's environment variables, gloo on
+    127.0.0.1, one thread each) and wait for all of them.
+
+    Raises:
+        RuntimeError: a rank exited non-zero (``what`` and the world size named).
+    """
+    port = free_local_port()
+    procs = []
+    for rank in range(world):
+        env = dict(
+            os.environ,
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE=str(world),
+            LOCAL_WORLD_SIZE=str(world),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            OMP_NUM_THREADS="1",
+        )
+        procs.append(subprocess.Popen(list(cmd), env=env))
+    for p in procs:
+        if p.wait() != 0:
+            raise RuntimeError(f"{what} with {world} ranks failed (exit {p.returncode})")

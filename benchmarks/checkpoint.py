@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,9 +29,15 @@ from pathlib import Path
 
 import torch
 
-from benchmarks._common import RESULTS_DIR, environment, record, source_fingerprint, write_record
+from benchmarks._common import (
+    RESULTS_DIR,
+    environment,
+    launch_ranks,
+    record,
+    source_fingerprint,
+    write_record,
+)
 from benchmarks.shard import MODEL
-from complexformer.training.dist import free_local_port
 
 
 def _worker(work: Path, out: Path, repeats: int) -> None:
@@ -111,25 +116,9 @@ def _worker(work: Path, out: Path, repeats: int) -> None:
 
 
 def _launch(world: int, work: Path, out: Path, repeats: int) -> list[dict]:
-    port = free_local_port()
     cmd = [sys.executable, "-m", "benchmarks.checkpoint", "--worker", str(work)]
     cmd += ["--result", str(out), "--repeats", str(repeats)]
-    procs = []
-    for rank in range(world):
-        env = dict(
-            os.environ,
-            RANK=str(rank),
-            LOCAL_RANK=str(rank),
-            WORLD_SIZE=str(world),
-            LOCAL_WORLD_SIZE=str(world),
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
-            OMP_NUM_THREADS="1",
-        )
-        procs.append(subprocess.Popen(cmd, env=env))
-    for p in procs:
-        if p.wait() != 0:
-            raise RuntimeError(f"{world} ranks failed (exit {p.returncode})")
+    launch_ranks(world, cmd, "checkpoint")
     return json.loads(out.read_text())
 
 

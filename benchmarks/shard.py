@@ -18,15 +18,20 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from benchmarks._common import RESULTS_DIR, environment, record, source_fingerprint, write_record
-from complexformer.training.dist import free_local_port
+from benchmarks._common import (
+    RESULTS_DIR,
+    environment,
+    launch_ranks,
+    record,
+    source_fingerprint,
+    write_record,
+)
 
 MODEL = dict(vocab_size=8192, n_layer=8, n_head=8, d_model=512, d_ff=2048, max_seq_len=64)
 
@@ -80,24 +85,8 @@ def _worker(mode: str, out: str) -> None:
 
 
 def _launch(world: int, mode: str, out: Path) -> list[dict]:
-    port = free_local_port()
     cmd = [sys.executable, "-m", "benchmarks.shard", "--worker", mode, "--result", str(out)]
-    procs = []
-    for rank in range(world):
-        env = dict(
-            os.environ,
-            RANK=str(rank),
-            LOCAL_RANK=str(rank),
-            WORLD_SIZE=str(world),
-            LOCAL_WORLD_SIZE=str(world),
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
-            OMP_NUM_THREADS="1",
-        )
-        procs.append(subprocess.Popen(cmd, env=env))
-    for p in procs:
-        if p.wait() != 0:
-            raise RuntimeError(f"{mode} with {world} ranks failed (exit {p.returncode})")
+    launch_ranks(world, cmd, mode)
     return json.loads(out.read_text())
 
 
