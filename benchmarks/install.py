@@ -94,6 +94,41 @@ def measure(workdir: Path, run_steps: int) -> tuple[list[dict[str, Any]], dict[s
     return records, ratios
 
 
+def from_logs(workdir: Path, run_steps: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The records of an earlier run kept with ``--keep`` (or still going), from its logs: each
+    step's time is its log's birth to its last write; a ``.ci/run`` that has not printed
+    pytest's closing line is recorded without a time and a count."""
+    logs = workdir / "logs"
+
+    def span(name: str) -> tuple[float, str]:
+        path = logs / name
+        # a file's birth time: os.stat has none on Linux before Python 3.12, stat(1) reads it
+        out = subprocess.run(["stat", "-c", "%W", str(path)], capture_output=True, text=True)
+        born = float(out.stdout.strip() or 0)
+        if born <= 0:
+            raise SystemExit(f"{path}: the file system records no birth time; cannot time it")
+        return path.stat().st_mtime - born, path.read_text(encoding="utf-8", errors="replace")
+
+    install_s, _ = span("install.log")
+    run_s, run_text = span("make_run.log")
+    records = [
+        {"step": "make run's install", "seconds": install_s},
+        {"step": "make run after its install", "seconds": run_s, "steps": run_steps},
+    ]
+    ratios: dict[str, Any] = {
+        "make_run_minutes": (install_s + run_s) / 60,
+        "val_ppl": parse_perplexity(run_text),
+    }
+    if (logs / "ci_run.log").is_file():
+        ci_s, ci_text = span("ci_run.log")
+        summary = parse_pytest_summary(ci_text)
+        if summary:
+            records.append({"step": ".ci/run", "seconds": ci_s, "pytest": summary})
+            ratios["ci_run_minutes"] = ci_s / 60
+            ratios["fast_tests"] = sum(summary.get(k, 0) for k in ("passed", "failed", "skipped"))
+    return records, ratios
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.install",
@@ -109,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to write the record (default: benchmarks/results/install.json).",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary clone and its logs.")
+    p.add_argument(
+        "--from-logs",
+        type=Path,
+        metavar="DIR",
+        help="record an earlier run's folder (kept with --keep, or cut short) from its logs "
+        "instead of measuring; its .ci/run is left out unless it finished.",
+    )
     return p
 
 
@@ -116,14 +158,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     env = environment("cpu")
     t0 = time.perf_counter()
-    workdir = Path(tempfile.mkdtemp(prefix="complexformer-install-"))
-    try:
-        records, ratios = measure(workdir, args.run_steps)
-    finally:
-        if args.keep:
-            print(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+    if args.from_logs is not None:
+        records, ratios = from_logs(args.from_logs, args.run_steps)
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="complexformer-install-"))
+        try:
+            records, ratios = measure(workdir, args.run_steps)
+        finally:
+            if args.keep:
+                print(f"kept {workdir}")
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
     payload = record(
         "install",
         environment=env,

@@ -66,8 +66,8 @@ def pytest_collection_finish(session):
     """Fail the session when the README's count of fast tests is not the suite's."""
     if not _whole_suite(session.config) or not INSTALL_RECORD.is_file():
         return
-    recorded = json.loads(INSTALL_RECORD.read_text(encoding="utf-8"))["ratios"]["fast_tests"]
-    if recorded != len(session.items):
+    recorded = json.loads(INSTALL_RECORD.read_text(encoding="utf-8"))["ratios"].get("fast_tests")
+    if recorded is not None and recorded != len(session.items):
         session.config.stash[_STALE_COUNT] = (
             f"the README shows {recorded} fast tests (benchmarks/results/install.json) but the "
             f"suite collects {len(session.items)}: run `python -m benchmarks.install` and "

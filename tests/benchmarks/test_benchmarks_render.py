@@ -252,3 +252,20 @@ def test_main_writes_and_checks(tmp_path: Path, capsys):
     with pytest.raises(SystemExit, match="no record"):
         main([*args, "cbert"])
     assert "FAIL training tokens/s cmha/rope" in capsys.readouterr().out
+
+
+def test_install_record_from_the_logs_of_a_cut_short_run(tmp_path):
+    from benchmarks.install import from_logs
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "install.log").write_text("pip ...\n")
+    (logs / "make_run.log").write_text("step 400\nvalidation perplexity: 151.79\n")
+    (logs / "ci_run.log").write_text("....... [ 25%]\n")  # cut short: no closing line
+    records, ratios = from_logs(tmp_path, 400)
+    assert [r["step"] for r in records] == ["make run's install", "make run after its install"]
+    assert ratios["val_ppl"] == 151.79 and ratios["make_run_minutes"] >= 0
+    assert "fast_tests" not in ratios
+    (logs / "ci_run.log").write_text("1842 passed, 1 skipped, 15 deselected in 366.12s\n")
+    records, ratios = from_logs(tmp_path, 400)
+    assert records[-1]["pytest"]["passed"] == 1842 and ratios["fast_tests"] == 1843
