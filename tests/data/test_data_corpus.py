@@ -286,9 +286,10 @@ def test_hf_corpus_uses_native_splits_and_carves_missing_ones(monkeypatch):
     calls: list = []
     train = [f"row {i}" if i % 10 else "" for i in range(3000)]
     _fake_datasets(monkeypatch, {"train": train, "validation": ["v1", "", "v2"]}, calls)
-    corpus = load_corpus("hf:Salesforce/wikitext:wikitext-103-raw-v1", log=None)
+    # the memory-mapped path (a Hub name streams by default: tests/data/test_data_hf.py)
+    corpus = load_corpus("hf:Salesforce/wikitext:wikitext-103-raw-v1", log=None, hf_streaming=False)
     assert isinstance(corpus, HFCorpus)
-    assert calls == [("Salesforce/wikitext", "wikitext-103-raw-v1", {})]
+    assert calls == [("Salesforce/wikitext", "wikitext-103-raw-v1", {"streaming": False})]
     assert list(corpus.documents("val")) == ["v1", "v2"]
     test_docs = list(corpus.documents("test"))  # no native test split: carved out of train
     train_docs = list(corpus.documents("train"))
@@ -298,20 +299,21 @@ def test_hf_corpus_uses_native_splits_and_carves_missing_ones(monkeypatch):
     assert all(split_of(d.split()[1]) == "test" for d in test_docs)
     assert corpus.stats["val"].n_docs == 2
     assert corpus.stats["train"].n_docs == len(train_docs)
-    assert corpus.fingerprint("train") == load_corpus(corpus.spec).fingerprint("train")
+    again = load_corpus(corpus.spec, hf_streaming=False)
+    assert corpus.fingerprint("train") == again.fingerprint("train")
     assert len({corpus.fingerprint(s) for s in SPLITS}) == 3
 
 
 def test_hf_corpus_errors(monkeypatch):
     _fake_datasets(monkeypatch, {"validation": ["a"]}, [])
     with pytest.raises(ValueError, match=r"no 'train' split \(it has: validation\)"):
-        load_corpus("hf:some/data")
+        load_corpus("hf:some/data", hf_streaming=False)
     _fake_datasets(monkeypatch, {"train": ["a"]}, [])
     with pytest.raises(ValueError, match=r"no column 'body' \(columns: text, n\)"):
-        load_corpus("hf:some/data", text_field="body")
+        load_corpus("hf:some/data", text_field="body", hf_streaming=False)
     _fake_datasets(monkeypatch, {"train": ["", " "]}, [])
     with pytest.raises(ValueError, match="is empty"):
-        load_corpus("hf:some/data")
+        load_corpus("hf:some/data", hf_streaming=False)
 
 
 def test_hf_corpus_with_real_datasets_objects(monkeypatch):
