@@ -33,6 +33,7 @@ from . import (
     checkpoint,
     complex_attention,
     data,
+    init_memory,
     readme,
     retrofit,
     shard,
@@ -63,6 +64,7 @@ RENDERERS: dict[str, Callable[[dict[str, Any], str], str]] = {
     "retrofit": retrofit.render,
     "shard": shard.render,
     "checkpoint": checkpoint.render,
+    "init_memory": init_memory.render,
     "data": data.render,
 }
 

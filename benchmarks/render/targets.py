@@ -108,6 +108,8 @@ TARGETS: tuple[Target, ...] = (
            "2 ranks", ("2", "async_vs_sync_blocked"), "<=", 0.3),
     Target("checkpoint", "time an asynchronous save blocks training / a synchronous save, "
            "4 ranks", ("4", "async_vs_sync_blocked"), "<=", 0.3),
+    Target("init_memory", "per-rank model memory at the start of a sharded run, meta init, "
+           "4 ranks / one process", ("4/meta", "model_at_start_vs_one"), "<=", 0.4),
 )  # fmt: skip
 
 

@@ -66,6 +66,10 @@ class LMTask(TrainTask):
         self.tokenizer: Tokenizer | None = None
         self.init_from: str | None = None
 
+    @property
+    def meta_init(self) -> bool:  # a fresh model, unless it continues another run's weights
+        return self.init_from is None
+
     def prepare(self, tc, out, resume, dist, log) -> None:
         main = dist.is_main
         mlog = log if main else None

@@ -48,6 +48,7 @@ _TRAIN_IGNORED = (
     "dist_timeout",
     "async_checkpoint",
     "activation_checkpointing",
+    "meta_init",
     "hf_streaming",
 )
 

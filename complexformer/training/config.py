@@ -101,6 +101,11 @@ class TrainConfig(ConfigBase):
         activation_checkpointing: recompute each transformer block's activations in the
             backward pass instead of keeping them (the same gradients, less memory, one more
             forward pass per block; see :mod:`complexformer.training.activation`).
+        meta_init: with ``shard`` on several ranks, build a model that starts from random
+            weights on the ``meta`` device and let each rank materialise only its shard, so
+            that no rank holds the whole model at start (the same initial weights, bit for
+            bit; see :mod:`complexformer.training.meta_init`); ``false`` builds the whole
+            model on the CPU of every rank first, as before.
         fused_adamw: use PyTorch's fused AdamW kernel (``torch.optim.AdamW(fused=True)``):
             ``"auto"`` (default) on CUDA only, ``true`` wherever the device has the kernel
             (CPU too), ``false`` for the default (multi-tensor) implementation. On a CPU the
@@ -145,6 +150,7 @@ class TrainConfig(ConfigBase):
     dist_timeout: float = 1800.0
     async_checkpoint: bool = False
     activation_checkpointing: bool = False
+    meta_init: bool = True
     fused_adamw: bool | str = "auto"
 
     _what = "TrainConfig field"

@@ -55,6 +55,7 @@ from .dist import (
     setup_distributed,
 )
 from .failure import PeerFailures
+from .meta_init import build_on_meta
 from .metrics import METRICS_FILE, MetricsLogger, check_tensorboard
 from .optim import build_optimizer, build_scheduler
 from .parts import PARTS_DIR, load_sharded
@@ -367,8 +368,16 @@ class Trainer(SavingMixin):
     def _setup_model(self) -> None:
         task, tc, dist, ckpt = self.task, self.tc, self.dist, self.ckpt
         _seed_all(tc.seed)
-        self.model = model = task.build_model()
         self.sharded = tc.shard and dist.distributed
+        # a sharded fresh start (or a resume from parts) builds on meta: no rank holds it whole
+        on_meta = (
+            self.sharded
+            and tc.meta_init
+            and task.meta_init
+            and (ckpt is None or (ckpt.sharded and whole_model_checkpoints(task)))
+        )
+        built = build_on_meta(task.build_model) if on_meta else None
+        self.model = model = built.model if built is not None else task.build_model()
         if tc.activation_checkpointing:
             n = checkpoint_blocks(task.shard_units(model))
             self.log(f"activation checkpointing: {n} block(s) recompute their activations")
@@ -391,6 +400,10 @@ class Trainer(SavingMixin):
                 methods,
                 task.shard_fp32_parameters,
             )
+            if built is not None:  # each rank replays the construction into its shard
+                twin = self.twin.module if self.twin is not None else None
+                n = built.fill_sharded(dist.rank, dist.world_size, dist.device, twin)
+                self.log(f"meta init: built on meta; this rank initialised {n:,} values")
         else:
             if tc.shard:
                 self.log("shard: a single process has nothing to shard over; training unsharded")

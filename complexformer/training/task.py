@@ -71,6 +71,10 @@ class TrainTask:
     #: both set (the phase adaptation δ, b: phases are computed in float32); the modules that
     #: own them become shard units of their own whose parameters are gathered in float32.
     shard_fp32_parameters: tuple[str, ...] = ()
+    #: :meth:`build_model` builds from scratch (random initialisation only, no weights read):
+    #: under ``TrainConfig.shard`` on several ranks the model is then built on the ``meta``
+    #: device and each rank materialises only its shard (:mod:`~.meta_init`).
+    meta_init: bool = False
 
     def prepare(
         self,

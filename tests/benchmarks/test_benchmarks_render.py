@@ -200,6 +200,7 @@ def test_committed_records_reproduce_the_docs():
         "checkpoint",
         "complex_attention",
         "data",
+        "init_memory",
         "retrofit",
         "shard",
         "train",
