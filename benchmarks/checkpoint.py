@@ -7,8 +7,9 @@ state, and saves checkpoints as the training loop does: one process writes the u
 single-file checkpoint (:func:`complexformer.training.checkpoint.save_checkpoint`); 2 and 4
 ranks write their parts (:class:`complexformer.training.checkpoint.ShardedSave`), first
 synchronously, then asynchronously (``async_checkpoint``: the time training is blocked is the
-time until the save has copied the state and handed the writes to a background thread; the
-test waits for the writes before the next save). Each save is timed ``--repeats`` times
+time until the save has copied the state into CPU tensors made at the first save and kept, as
+the trainer keeps them, and handed the writes to a background thread; the test waits for the
+writes before the next save). Each save is timed ``--repeats`` times
 (median); bytes are the files each rank wrote (the largest rank).
 
 Run: ``nice python -m benchmarks.checkpoint`` (writes ``benchmarks/results/checkpoint.json``;
@@ -51,7 +52,7 @@ def _worker(work: Path, out: Path, repeats: int) -> None:
         save_checkpoint,
     )
     from complexformer.training.dist import all_gather_objects
-    from complexformer.training.parts import PARTS_DIR, part_files
+    from complexformer.training.parts import PARTS_DIR, CachedStager, part_files
     from complexformer.training.shard import shard_model, transformer_blocks
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -82,6 +83,7 @@ def _worker(work: Path, out: Path, repeats: int) -> None:
         row["sync_s"] = statistics.median(times)
     else:
         group = tdist.new_group(backend="gloo")
+        stager = CachedStager()  # kept for the run, as the trainer keeps it
         for mode in ("sync", "async"):
             blocked, total = [], []
             for i in range(repeats):
@@ -93,6 +95,7 @@ def _worker(work: Path, out: Path, repeats: int) -> None:
                     model=model,
                     optimizer=opt,
                     async_group=group if mode == "async" else None,
+                    async_stager=stager if mode == "async" else None,
                     **common,
                 )
                 t1 = time.perf_counter()

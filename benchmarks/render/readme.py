@@ -186,6 +186,18 @@ def _checkpoint_rows(rec: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+def _init_memory_rows(rec: dict[str, Any]) -> list[list[str]]:
+    r = rec["ratios"]
+    return [
+        [
+            "memory of the model at the start of a sharded run (meta init) / one process, "
+            "2 and 4 ranks",
+            f"{fmt_num(r['2/meta']['model_at_start_vs_one'], 2)} and "
+            f"{fmt_num(r['4/meta']['model_at_start_vs_one'], 2)}",
+        ]
+    ]
+
+
 def _data_rows(rec: dict[str, Any]) -> list[list[str]]:
     r = rec["ratios"]
     return [
@@ -211,6 +223,7 @@ _ROWS = {
     "cbert": _cbert_rows,
     "retrofit": _retrofit_rows,
     "checkpoint": _checkpoint_rows,
+    "init_memory": _init_memory_rows,
     "data": _data_rows,
 }
 

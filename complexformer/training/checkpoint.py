@@ -295,6 +295,8 @@ class ShardedSave:
             so that the writes do not interleave with training's collectives) makes the
             write asynchronous: the state is copied first (the time training waits), the
             files are written by a background thread, and :meth:`complete` waits for them.
+        async_stager: with ``async_group``, the :class:`~.parts.CachedStager` the state is
+            copied into (kept for the run, so the CPU copy is made once); None: a new copy.
     """
 
     def __init__(
@@ -310,6 +312,7 @@ class ShardedSave:
         rng: list[tuple[dict[str, torch.Tensor], dict[str, Any]]],
         extra: dict[str, Any] | None = None,
         async_group: Any = None,
+        async_stager: Any = None,
     ) -> None:
         self.root, self.step = Path(root), step
         self.rank = tdist.get_rank() if tdist.is_initialized() else 0
@@ -327,7 +330,7 @@ class ShardedSave:
             if async_group is None:
                 save_parts(self.parts, flat)
             else:
-                self.future = start_async_save(self.parts, flat, async_group)
+                self.future = start_async_save(self.parts, flat, async_group, async_stager)
             if self.rank == 0:
                 _write_state(
                     self.tmp,

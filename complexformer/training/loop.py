@@ -58,7 +58,7 @@ from .failure import PeerFailures
 from .meta_init import build_on_meta
 from .metrics import METRICS_FILE, MetricsLogger, check_tensorboard
 from .optim import build_optimizer, build_scheduler
-from .parts import PARTS_DIR, load_sharded
+from .parts import PARTS_DIR, CachedStager, load_sharded
 from .plot import plot_loss_curves
 from .preempt import StopSignals
 from .rundir import (
@@ -476,10 +476,11 @@ class Trainer(SavingMixin):
         self.tokens_per_step = tc.batch_size * self.seq_tokens
         self._pending_save: ShardedSave | None = None
         self.last_save_blocked_s: float | None = None
-        self._async_group = None
+        self._async_group = self._async_stager = None
         if tc.async_checkpoint:
             if self.parts:  # a gloo group of its own for the background writes
                 self._async_group = tdist.new_group(backend="gloo")
+                self._async_stager = CachedStager()
             else:
                 self.log(
                     "async_checkpoint: only the parts of a sharded run are written in the "

@@ -69,6 +69,7 @@ class SavingMixin:
                 rng=rng_states,
                 extra=extra,
                 async_group=self._async_group,
+                async_stager=self._async_stager,
             )
             if self._async_group is None:
                 self._pending_save = pending
