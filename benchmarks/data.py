@@ -10,6 +10,11 @@ process:
 
 * ``prepare`` of the medium corpus with 1 and with 2 workers: bytes of text per second of wall
   time (``prepare_2_vs_1``);
+* what the machine gives two processes: two ``encode_batch`` measurements (below) run at
+  the same time, their bytes over the slower one's time, against one alone
+  (``machine_2_vs_1``: 2.0 on two idle cores of their own; less where the cores share
+  execution units, caches or memory bandwidth, or other jobs run), and
+  ``prepare_2_vs_1_of_machine``, prepare's 2-worker speed-up as a fraction of it;
 * the engine's limit: the ``tokenizers`` library's own ``encode_batch`` (one thread,
   ``TOKENIZERS_PARALLELISM=false``, batches of 512 documents) over the medium corpus's text
   already in memory; ``prepare_1_vs_encode_batch`` is prepare's 1-worker throughput over it;
@@ -149,6 +154,23 @@ def _child(kind: str, args: list[str]) -> dict:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
     out = json.loads(text.strip().splitlines()[-1])
     out |= {"process_wall_s": wall, "peak_pss": peak}
+    return out
+
+
+def _children_at_once(kind: str, args: list[str], n: int) -> list[dict]:
+    """Run ``n`` copies of one measurement at the same time (fresh processes); their results."""
+    cmd = [sys.executable, "-m", "benchmarks.data", "--child", kind, *args]
+    logs = [tempfile.TemporaryFile("w+") for _ in range(n)]
+    procs = [subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, text=True) for f in logs]
+    out = []
+    for proc, log in zip(procs, logs, strict=True):
+        proc.wait()
+        log.seek(0)
+        text = log.read()
+        log.close()
+        if proc.returncode:
+            raise RuntimeError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
+        out.append(json.loads(text.strip().splitlines()[-1]))
     return out
 
 
@@ -312,6 +334,18 @@ def main(argv: list[str] | None = None) -> int:
         }
         records.append(enc)
         print(json.dumps(enc), flush=True)
+        # what the machine gives two processes: two encode_batch at once, against one
+        pair = _children_at_once("encode", [specs["medium"], tok_dir], 2)
+        both = {
+            "what": "encode_batch_x2",
+            "corpus": "medium",
+            "workers": 2,
+            "seconds": max(r["seconds"] for r in pair),
+            "n_bytes": sum(r["n_bytes"] for r in pair),
+        }
+        both["mb_per_s"] = both["n_bytes"] / MB / both["seconds"]
+        records.append(both)
+        print(json.dumps(both), flush=True)
         one = prep("medium", 1)
         two = prep("medium", 2)
         hf = None  # the alternative, where datasets is installed (an optional dependency)
@@ -345,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     ratios = {
         "prepare_2_vs_1": two["mb_per_s"] / one["mb_per_s"],
         "prepare_1_vs_encode_batch": one["mb_per_s"] / enc["mb_per_s"],
+        "machine_2_vs_1": both["mb_per_s"] / enc["mb_per_s"],
+        "prepare_2_vs_1_of_machine": (two["mb_per_s"] / one["mb_per_s"])
+        / (both["mb_per_s"] / enc["mb_per_s"]),
         "prepare_2_vs_datasets_map_2": None if hf is None else two["mb_per_s"] / hf["mb_per_s"],
         "cpu_per_mb_prepare_1_vs_encode_batch": (one["cpu_seconds"] / one["n_bytes"])
         / (enc["cpu_seconds"] / enc["n_bytes"]),
