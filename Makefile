@@ -72,6 +72,10 @@ bench: venv
 	$(PY) -m benchmarks.complex_attention --threads 1
 	$(PY) -m benchmarks.cbert --threads 1
 	$(PY) -m benchmarks.retrofit --threads 1
+	$(PY) -m benchmarks.shard
+	$(PY) -m benchmarks.checkpoint --repeats 5
+	$(PY) -m benchmarks.init_memory
+	$(PY) -m benchmarks.data
 
 bench-docs: venv
 	$(PY) -m benchmarks.render
