@@ -23,7 +23,9 @@ from torch import Tensor, nn
 from complexformer._atomic import atomic_write_text
 from complexformer._optional import require
 from complexformer.data import EvalBlocks, Tokenizer, load_corpus, load_token_splits
-from complexformer.training.dist import all_reduce_sum, rank0_first
+from complexformer.data.prepared import PreparedCorpus
+from complexformer.training.data_start import data_cache_dir, prepare_on_rank0
+from complexformer.training.dist import all_reduce_sum
 from complexformer.training.task import StepLoss, TrainTask
 
 from .complexify import complexify
@@ -167,14 +169,8 @@ class MLMTask(TrainTask):
         self.seed, self.rank = tc.seed, dist.rank
         self.mask_world = dist.world_size if tc.shard else 1
 
-        def load():
-            corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
-            tok = _bert_tokenizer(self.base_path)
-            return tok, load_token_splits(
-                corpus, tok, ("train", "val"), show_progress=main, log=mlog
-            )
-
-        tok, splits = rank0_first(load, dist)
+        cache_dir = data_cache_dir(tc.cache_dir, out, dist)
+        tok = _bert_tokenizer(self.base_path)  # every rank: the base's own files
         hf = tok.backend
         for name in ("cls_token_id", "sep_token_id", "mask_token_id"):
             if getattr(hf, name, None) is None:
@@ -182,6 +178,19 @@ class MLMTask(TrainTask):
                     f"the tokenizer of {self.base!r} has no {name[:-3]}; MLM "
                     "pre-training needs [CLS], [SEP] and [MASK]"
                 )
+
+        def load():
+            corpus = load_corpus(
+                tc.data, text_field=tc.text_field, hf_streaming=tc.hf_streaming, log=mlog
+            )
+            splits = load_token_splits(
+                corpus, tok, ("train", "val"), cache_dir=cache_dir, show_progress=main, log=mlog
+            )
+            return tok, splits, corpus if isinstance(corpus, PreparedCorpus) else None
+
+        # Rank 0 tokenizes while the others wait on a file in the run folder, not in a
+        # collective that could time out (training/data_start.py).
+        _, splits = prepare_on_rank0(load, out, dist, tc.data_timeout, tokenizer=tok)
         self.tokenizer = tok
         self.train_tokens, self.val_tokens = splits["train"], splits["val"]
         self.special_ids = sorted({int(i) for i in hf.all_special_ids})
