@@ -109,7 +109,9 @@ class MLMTask(TrainTask):
     corpus.
 
     Training sequences are ``[CLS] + block + [SEP]`` for blocks of ``max_len - 2`` consecutive
-    tokens of the packed corpus (documents separated by ``[SEP]``), masked by
+    tokens of the packed corpus (documents separated by ``[SEP]``; a corpus prepared with the
+    base's tokenizer, ``prepared:DIR``, is read as it is, and rank 0 alone tokenizes under
+    torchrun, :mod:`complexformer.training.data_start`), masked by
     :func:`mask_tokens` with a generator seeded by (seed, step, rank, micro-batch); in a
     sharded run (``TrainConfig.shard``) the masks are drawn for the whole global micro-batch
     with the generator of rank 0 and each rank keeps its rows, so with ``grad_accum=1`` they
