@@ -179,7 +179,8 @@ class Artifact:
                 self.path, spec, split, batch_size or 4, max_blocks, loaded=self.retrofit, log=log
             )
         model, tokenizer = self.run.model, self.run.tokenizer
-        tokens = load_token_splits(load_corpus(spec, log=log), tokenizer, splits=(split,))[split]
+        corpus = load_corpus(spec, log=log)
+        tokens = load_token_splits(corpus, tokenizer, splits=(split,), log=log)[split]
         if len(tokens) == 0:
             raise ValueError(
                 f"the {split} split of {spec!r} holds no text: a corpus of few documents is "

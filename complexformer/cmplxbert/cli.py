@@ -406,7 +406,8 @@ def _add_complexify(sub, fmt) -> None:
     c.add_argument(
         "--data",
         required=True,
-        help="pre-training corpus: stdlib, text:GLOB (txt/jsonl) or hf:NAME[:CONFIG]",
+        help="pre-training corpus: stdlib, text:GLOB (txt/jsonl), hf:NAME[:CONFIG] or "
+        "prepared:DIR (a folder of 'complexformer prepare', best with --tokenizer BASE)",
     )
     c.add_argument(
         "--out", dest="out_dir", required=True, help="run directory (final model in OUT/model)"

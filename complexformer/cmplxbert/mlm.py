@@ -23,7 +23,9 @@ from torch import Tensor, nn
 from complexformer._atomic import atomic_write_text
 from complexformer._optional import require
 from complexformer.data import EvalBlocks, Tokenizer, load_corpus, load_token_splits
-from complexformer.training.dist import all_reduce_sum, rank0_first
+from complexformer.data.prepared import PreparedCorpus
+from complexformer.training.data_start import data_cache_dir, prepare_on_rank0
+from complexformer.training.dist import all_reduce_sum
 from complexformer.training.task import StepLoss, TrainTask
 
 from .complexify import complexify
@@ -107,7 +109,9 @@ class MLMTask(TrainTask):
     corpus.
 
     Training sequences are ``[CLS] + block + [SEP]`` for blocks of ``max_len - 2`` consecutive
-    tokens of the packed corpus (documents separated by ``[SEP]``), masked by
+    tokens of the packed corpus (documents separated by ``[SEP]``; a corpus prepared with the
+    base's tokenizer, ``prepared:DIR``, is read as it is, and rank 0 alone tokenizes under
+    torchrun, :mod:`complexformer.training.data_start`), masked by
     :func:`mask_tokens` with a generator seeded by (seed, step, rank, micro-batch); in a
     sharded run (``TrainConfig.shard``) the masks are drawn for the whole global micro-batch
     with the generator of rank 0 and each rank keeps its rows, so with ``grad_accum=1`` they
@@ -167,14 +171,8 @@ class MLMTask(TrainTask):
         self.seed, self.rank = tc.seed, dist.rank
         self.mask_world = dist.world_size if tc.shard else 1
 
-        def load():
-            corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
-            tok = _bert_tokenizer(self.base_path)
-            return tok, load_token_splits(
-                corpus, tok, ("train", "val"), show_progress=main, log=mlog
-            )
-
-        tok, splits = rank0_first(load, dist)
+        cache_dir = data_cache_dir(tc.cache_dir, out, dist)
+        tok = _bert_tokenizer(self.base_path)  # every rank: the base's own files
         hf = tok.backend
         for name in ("cls_token_id", "sep_token_id", "mask_token_id"):
             if getattr(hf, name, None) is None:
@@ -182,6 +180,19 @@ class MLMTask(TrainTask):
                     f"the tokenizer of {self.base!r} has no {name[:-3]}; MLM "
                     "pre-training needs [CLS], [SEP] and [MASK]"
                 )
+
+        def load():
+            corpus = load_corpus(
+                tc.data, text_field=tc.text_field, hf_streaming=tc.hf_streaming, log=mlog
+            )
+            splits = load_token_splits(
+                corpus, tok, ("train", "val"), cache_dir=cache_dir, show_progress=main, log=mlog
+            )
+            return tok, splits, corpus if isinstance(corpus, PreparedCorpus) else None
+
+        # Rank 0 tokenizes while the others wait on a file in the run folder, not in a
+        # collective that could time out (training/data_start.py).
+        _, splits = prepare_on_rank0(load, out, dist, tc.data_timeout, tokenizer=tok)
         self.tokenizer = tok
         self.train_tokens, self.val_tokens = splits["train"], splits["val"]
         self.special_ids = sorted({int(i) for i in hf.all_special_ids})

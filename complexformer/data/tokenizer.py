@@ -107,21 +107,25 @@ class Tokenizer:
 
         Args:
             name_or_dir: a local directory or a hub name (e.g. ``"gpt2"``).
-            eos_token: the EOS token to use; default the tokenizer's own ``eos_token``. If it
-                is not in the vocabulary it is added as a special token.
+            eos_token: the EOS token to use; default the tokenizer's own ``eos_token``, or,
+                for an encoder's tokenizer without one (BERT's WordPiece), its ``sep_token``
+                (``[SEP]``, which BERT puts at the end of a segment; the CmplxBERT MLM packs
+                its documents with it). If it is not in the vocabulary it is added as a special
+                token.
             **kwargs: passed to ``AutoTokenizer.from_pretrained``.
 
         Raises:
             ImportError: ``transformers`` is not installed.
-            ValueError: the tokenizer has no EOS token and none was given.
+            ValueError: the tokenizer has neither an EOS nor a SEP token and none was given.
         """
         transformers = import_transformers()
         tok = transformers.AutoTokenizer.from_pretrained(str(name_or_dir), **kwargs)
         if eos_token is None:
-            eos_token = tok.eos_token
+            eos_token = tok.eos_token if tok.eos_token is not None else tok.sep_token
             if eos_token is None:
                 raise ValueError(
-                    f"tokenizer {str(name_or_dir)!r} defines no eos_token; pass eos_token=..."
+                    f"tokenizer {str(name_or_dir)!r} defines no eos_token (nor a sep_token); "
+                    "pass eos_token=..."
                 )
         elif eos_token not in tok.get_vocab():
             tok.add_special_tokens({"eos_token": eos_token})
@@ -280,7 +284,13 @@ class Tokenizer:
             if self.kind == "bpe":
                 definition = self.backend.to_str()
             elif getattr(self.backend, "backend_tokenizer", None) is not None:
-                definition = self.backend.backend_tokenizer.to_str()
+                # Truncation and padding are settings of a call, not of the tokenizer:
+                # transformers resets them whenever it encodes (texts are encoded without
+                # either), so they are left out and the digest is the same before and after.
+                rust = _TkTokenizer.from_str(self.backend.backend_tokenizer.to_str())
+                rust.no_truncation()
+                rust.no_padding()
+                definition = rust.to_str()
             else:
                 vocab = sorted(self.backend.get_vocab().items(), key=lambda kv: kv[1])
                 definition = type(self.backend).__name__ + json.dumps(vocab)

@@ -285,6 +285,12 @@ def tokenize_split(
         if log is not None:
             log(f"tokens: {split}: {len(tokens):,} tokens (cached {path.name})")
         return tokens
+    if prepared is not None and log is not None:
+        log(
+            f"tokens: {split}: {corpus.spec} was prepared with another tokenizer: its text "
+            "is decoded and tokenized again (prepare it with this tokenizer, 'complexformer "
+            "prepare --tokenizer ...', to read its tokens as they are)"
+        )
     n_docs = 0
     n_tokens = 0
     bar = tqdm(

@@ -85,7 +85,8 @@ def _lm_perplexity(run: Any, config: PplConfig, log: Callable[[str], Any]) -> di
     spec = data_spec(config.data, run, "data")
     model, tokenizer = run.model, run.tokenizer
     split = config.split
-    tokens = load_token_splits(load_corpus(spec, log=log), tokenizer, splits=(split,))[split]
+    corpus = load_corpus(spec, log=log)
+    tokens = load_token_splits(corpus, tokenizer, splits=(split,), log=log)[split]
     if len(tokens) == 0:
         raise ValueError(
             f"the {split} split of {spec!r} holds no text: a corpus of few documents is cut "

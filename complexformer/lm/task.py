@@ -21,9 +21,9 @@ from ..models.config import GPTConfig
 from ..models.lm import ComplexFormerLM
 from ..models.report import format_parameter_report, parameter_report
 from ..training.config import TrainConfig
+from ..training.data_start import data_cache_dir, prepare_on_rank0
 from ..training.loop import train_task
 from ..training.task import StepLoss, TrainTask
-from .data_start import data_cache_dir, prepare_on_rank0
 from .final import save_final_model
 from .run import load_run
 
@@ -106,7 +106,7 @@ class LMTask(TrainTask):
             return tok, splits, prepared
 
         # Rank 0 prepares while the others wait on a file in the run folder, not in a
-        # collective that could time out (lm/data_start.py).
+        # collective that could time out (training/data_start.py).
         tok, splits = prepare_on_rank0(load, out, dist, tc.data_timeout)
         self.tokenizer, self.train_tokens, self.val_tokens = tok, splits["train"], splits["val"]
         if self.cfg.vocab_size != tok.vocab_size:

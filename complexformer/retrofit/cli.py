@@ -77,7 +77,9 @@ def add_retrofit_parser(sub) -> argparse.ArgumentParser:
     )
     add_base(r, "base model (default smollm2)", default="smollm2")
     r.add_argument(
-        "--data", default=None, help="corpus spec: stdlib (default), text:GLOB, hf:NAME[:CONFIG]"
+        "--data",
+        default=None,
+        help="corpus spec: stdlib (default), text:GLOB, hf:NAME[:CONFIG], prepared:DIR",
     )
     r.add_argument("--out", dest="out_dir", required=True, help="run directory")
     r.add_argument(

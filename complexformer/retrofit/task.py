@@ -19,8 +19,9 @@ from torch import nn
 
 from .._atomic import atomic_write_text
 from ..data import Tokenizer, load_corpus, load_token_splits
+from ..data.prepared import PreparedCorpus
 from ..training.checkpoint import MODEL_FILE
-from ..training.dist import rank0_first
+from ..training.data_start import data_cache_dir, prepare_on_rank0
 from ..training.task import StepLoss, TrainTask
 from .build import load_base, prepare_model
 from .config import RetrofitConfig
@@ -69,13 +70,22 @@ class RetrofitTask(TrainTask):
         if mlog:
             mlog(f"base: {self.cfg.base} ({type(base).__name__}), tokenizer {self.tokenizer!r}")
 
-        def load() -> dict[str, np.ndarray]:
-            corpus = load_corpus(tc.data, text_field=tc.text_field, log=mlog)
-            return load_token_splits(
-                corpus, self.tokenizer, ("train", "val"), show_progress=main, log=mlog
-            )
+        cache_dir = data_cache_dir(tc.cache_dir, out, dist)
+        tok = self.tokenizer
 
-        splits = rank0_first(load, dist)
+        def load() -> tuple[Tokenizer, dict[str, np.ndarray], PreparedCorpus | None]:
+            corpus = load_corpus(
+                tc.data, text_field=tc.text_field, hf_streaming=tc.hf_streaming, log=mlog
+            )
+            splits = load_token_splits(
+                corpus, tok, ("train", "val"), cache_dir=cache_dir, show_progress=main, log=mlog
+            )
+            return tok, splits, corpus if isinstance(corpus, PreparedCorpus) else None
+
+        # Rank 0 tokenizes while the others wait on a file in the run folder, not in a
+        # collective that could time out (training/data_start.py); every rank has loaded the
+        # base's tokenizer itself, so only the token arrays are taken from rank 0.
+        _, splits = prepare_on_rank0(load, out, dist, tc.data_timeout, tokenizer=tok)
         self.train_tokens, self.val_tokens = splits["train"], splits["val"]
 
     @property

@@ -18,7 +18,8 @@ Modules: :mod:`.config` (:class:`TrainConfig`), :mod:`.optim` (parameter groups,
 its stop on a signal), :mod:`.parts` (sharded checkpoints written in parts),
 :mod:`.preempt` (stop signals, exit code 75), :mod:`.failure` (a failing rank stops the
 others), :mod:`.activation` (activation checkpointing), :mod:`.task` (the :class:`TrainTask`
-interface), :mod:`.rundir` (run-directory safety and lock), :mod:`.plot` (loss curves).
+interface), :mod:`.rundir` (run-directory safety and lock), :mod:`.plot` (loss curves),
+:mod:`.data_start` (rank 0 prepares a task's data while the others wait on a file).
 """
 
 from .checkpoint import (

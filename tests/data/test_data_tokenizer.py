@@ -186,3 +186,27 @@ def test_full_stdlib_bpe(tmp_path):
     assert tok.decode(ids) == source
     assert len(source) / len(ids) > 2.5  # BPE compresses Python source
     assert not train_or_load_bpe(corpus, cache_dir=tmp_path).trained
+
+
+def test_an_encoders_tokenizer_separates_with_sep_and_keeps_its_fingerprint(tmp_path):
+    """A BERT-style tokenizer (no eos_token) packs documents with its [SEP]; its fingerprint
+    leaves out the truncation and padding that transformers resets when it encodes, so it
+    is the same before and after use and after a save and load."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer as RustTokenizer
+    from tokenizers import models, pre_tokenizers
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat"]
+    rust = RustTokenizer(models.WordPiece({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    rust.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    rust.enable_truncation(max_length=4)  # as a saved MiniLM has
+    special = dict(unk_token="[UNK]", sep_token="[SEP]", cls_token="[CLS]", pad_token="[PAD]")
+    hf = transformers.PreTrainedTokenizerFast(tokenizer_object=rust, mask_token="[MASK]", **special)
+    hf.save_pretrained(str(tmp_path / "bert"))
+    tok = Tokenizer.from_pretrained(tmp_path / "bert")
+    assert tok.eos_token == "[SEP]" and tok.eos_token_id == 3
+    before = tok.fingerprint
+    assert tok.encode_batch(["the cat sat on the mat"]) == [[5, 6, 7, 8, 5, 9]]  # not cut at 4
+    tok._fingerprint = None
+    assert tok.fingerprint == before
+    assert Tokenizer.load(tok.save(tmp_path / "saved")).fingerprint == before

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from complexformer.reproduce.ladder import Ladder, Rung
 from complexformer.reproduce.variants import Scale
 from tests.common_testlib import write_corpus
 from tests.evaluation.evaluation_testlib import build_tiny_gpt2  # the evaluation tests' tiny GPT-2
@@ -78,3 +79,24 @@ def tiny_evaluator(tiny_evaluator_dir):
     from complexformer.evaluation.genppl import load_evaluator
 
     return load_evaluator(str(tiny_evaluator_dir))
+
+
+@pytest.fixture()
+def micro_ladder(repro_corpus_spec) -> Ladder:
+    """A ladder for tests only: two rungs of one layer, 4 steps at the reference rung."""
+    return Ladder(
+        name="tiny",
+        description="tests",
+        corpora=(repro_corpus_spec,),
+        tokenizer=None,
+        vocab_size=300,
+        model=dict(max_seq_len=32, dropout=0.0, tie_embeddings=False),
+        rungs=(Rung("a", 1, 16, 1, 32), Rung("b", 1, 32, 2, 64)),
+        reference="b",
+        reference_steps=4,
+        train=dict(batch_size=4, lr=3e-3, warmup_frac=0.2, eval_blocks=2, log_every=2, keep_last=1),
+        evals_per_run=2,
+        ppl_batch_size=4,
+        ppl_max_blocks=4,
+        extrapolation={"multipliers": [1, 2], "max_tokens": 128, "batch_size": 2},
+    )

@@ -19,9 +19,7 @@ from complexformer.models.config import GPTConfig, preset_fields
 from complexformer.reproduce.ladder import (
     LADDER_VARIANTS,
     LADDERS,
-    Ladder,
     LadderConfig,
-    Rung,
     plan_ladder,
     run_ladder,
 )
@@ -303,26 +301,6 @@ def test_report_numbers_equal_naive_arithmetic():
 
 
 # ---------------------------------------------------------------------- end to end
-@pytest.fixture()
-def micro_ladder(repro_corpus_spec) -> Ladder:
-    return Ladder(
-        name="tiny",
-        description="tests",
-        corpora=(repro_corpus_spec,),
-        tokenizer=None,
-        vocab_size=300,
-        model=dict(max_seq_len=32, dropout=0.0, tie_embeddings=False),
-        rungs=(Rung("a", 1, 16, 1, 32), Rung("b", 1, 32, 2, 64)),
-        reference="b",
-        reference_steps=4,
-        train=dict(batch_size=4, lr=3e-3, warmup_frac=0.2, eval_blocks=2, log_every=2, keep_last=1),
-        evals_per_run=2,
-        ppl_batch_size=4,
-        ppl_max_blocks=4,
-        extrapolation={"multipliers": [1, 2], "max_tokens": 128, "batch_size": 2},
-    )
-
-
 def test_ladder_trains_evaluates_reports_and_resumes(micro_ladder, tmp_path):
     cfg = LadderConfig(out=tmp_path / "lad", scale=micro_ladder, seeds=(0, 1), threads=1)
     first = run_ladder(cfg, log=None)

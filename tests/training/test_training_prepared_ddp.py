@@ -58,8 +58,8 @@ def test_a_rank0_preparation_failure_ends_every_rank_with_its_message(tmp_path):
 
 
 def test_data_caches_go_to_the_run_folder_when_ranks_span_machines(tmp_path, monkeypatch):
-    from complexformer.lm.data_start import data_cache_dir
     from complexformer.training import DistInfo
+    from complexformer.training.data_start import data_cache_dir
 
     dist = DistInfo(rank=3, world_size=4, local_rank=1)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # two machines of two ranks

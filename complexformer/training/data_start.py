@@ -1,5 +1,7 @@
 """The data of a training run, prepared by rank 0 while the other ranks wait on a file.
 
+Every task that reads a corpus starts its data here: the language model (``lm.LMTask``), the
+CmplxBERT MLM (``cmplxbert.mlm.MLMTask``) and the retrofit (``retrofit.RetrofitTask``).
 Rank 0 runs the preparation (load the corpus, train or load the tokenizer, tokenize; or open
 and verify a prepared folder) while the other ranks poll a file barrier in the run folder
 (:mod:`complexformer.data.barrier`), never a collective with a timeout. Rank 0 then publishes
@@ -24,7 +26,7 @@ from ..data import Tokenizer
 from ..data.barrier import clear_stale, publish_failure, publish_ready, wait_ready
 from ..data.prepared import PreparedCorpus, verify_prepared
 from ..data.shards import ShardedTokens, open_shards
-from ..training.dist import DistInfo, all_gather_objects
+from .dist import DistInfo, all_gather_objects
 
 __all__ = ["BARRIER_DIR", "data_cache_dir", "prepare_on_rank0"]
 
@@ -61,6 +63,7 @@ def prepare_on_rank0(
     out: Path,
     dist: DistInfo,
     timeout: float,
+    tokenizer: Tokenizer | None = None,
 ) -> tuple[Tokenizer, dict[str, Any]]:
     """Run ``load`` on rank 0 only and give the other ranks its tokenizer and token arrays.
 
@@ -69,6 +72,8 @@ def prepare_on_rank0(
         out: the run folder (rank 0 has created it; every rank sees it).
         dist: this process's place in the process group.
         timeout: seconds the other ranks wait for rank 0.
+        tokenizer: the tokenizer every rank already holds (a pre-trained model's own, which
+            ``load`` then uses): it is not published, and the other ranks return it.
 
     Returns:
         ``(tokenizer, {split: tokens})`` on every rank.
@@ -89,12 +94,13 @@ def prepare_on_rank0(
         clear_stale(root, keep=launch)
         try:
             tok, splits, prepared = load()
-            with atomic_dir(folder / "tokenizer") as tmp:
-                tok.save(tmp)
+            if tokenizer is None:
+                with atomic_dir(folder / "tokenizer") as tmp:
+                    tok.save(tmp)
             publish_ready(
                 folder,
                 {
-                    "tokenizer": str(folder / "tokenizer"),
+                    "tokenizer": None if tokenizer is not None else str(folder / "tokenizer"),
                     "prepared": None if prepared is None else str(prepared.directory),
                     "dtype": {s: np.dtype(t.dtype).str for s, t in splits.items()},
                     "splits": {s: _token_files(t) for s, t in splits.items()},
@@ -107,6 +113,6 @@ def prepare_on_rank0(
     ready = wait_ready(folder, timeout)
     if ready["prepared"] is not None and dist.local_rank == 0:
         verify_prepared(ready["prepared"])  # once per machine (a stamp makes it cheap)
-    tok = Tokenizer.load(ready["tokenizer"])
+    tok = tokenizer if tokenizer is not None else Tokenizer.load(ready["tokenizer"])
     splits = {s: _open(files, ready["dtype"][s]) for s, files in ready["splits"].items()}
     return tok, splits
