@@ -62,7 +62,7 @@ SOURCES = [
     "complexformer/data/prepared.py",
     "complexformer/data/shards.py",
     "complexformer/data/tokens.py",
-    "complexformer/lm/data_start.py",
+    "complexformer/training/data_start.py",
 ]
 MB = 10**6
 
