@@ -31,7 +31,6 @@ __all__ = [
     "env_world",
     "free_local_port",
     "local_reductions",
-    "rank0_first",
     "resolve_device",
     "run_on_rank0",
     "setup_distributed",
@@ -238,26 +237,6 @@ def all_gather_objects(obj: Any) -> list[Any]:
     out: list[Any] = [None] * tdist.get_world_size()
     tdist.all_gather_object(out, obj)
     return out
-
-
-def rank0_first(fn: Callable[[], Any], dist: DistInfo) -> Any:
-    """Run ``fn`` on rank 0, then on the other ranks (which then hit rank 0's caches).
-
-    If rank 0 fails, the other ranks raise instead of waiting forever.
-    """
-    if not dist.distributed:
-        return fn()
-    if dist.is_main:
-        try:
-            result, ok = fn(), True
-        except BaseException:
-            all_gather_objects(False)
-            raise
-        all_gather_objects(ok)
-        return result
-    if not all_gather_objects(True)[0]:
-        raise RuntimeError("rank 0 failed (see its error); this rank stops too")
-    return fn()
 
 
 def run_on_rank0(fn: Callable[[], Any], dist: DistInfo) -> Any:
