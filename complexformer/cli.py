@@ -224,6 +224,18 @@ def cmd_export(args: argparse.Namespace) -> int:
     kind = detect_kind(args.model)
     if kind == "cmplxbert":
         return _export_cmplxbert(args)
+    if kind in ("cmplxbert-hf", "cmplxbert-export"):
+        raise ValueError(
+            f"export takes a CmplxBERT directory (cbert-finetune's model/, save_cmplxbert); "
+            f"{args.model} is already in transformers' format: "
+            + (
+                "it loads with AutoModelFor...from_pretrained(DIR, trust_remote_code=True)"
+                if kind == "cmplxbert-export"
+                else "load it with complexformer.hf.register_auto_classes() and "
+                "AutoModelFor...from_pretrained(DIR), then model.cmplxbert is the CmplxBert "
+                "that save_cmplxbert writes as a CmplxBERT directory"
+            )
+        )
     if kind not in ("lm-run", "lm-checkpoint", "lm-model", "export"):
         from .artifacts.artifact import DESCRIPTIONS
 

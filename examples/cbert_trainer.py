@@ -15,7 +15,8 @@ classifier train. The optimizer is the one of ``cbert-finetune`` (AdamW, betas 0
 eps 1e-8, the classifier at ``--lr`` and everything else at ``--lr`` × ``--base-lr-ratio``,
 weight decay on the classifier's weight matrix only, linear warm-up then linear decay,
 gradients clipped at 1), so the two runs are comparable. ``OUT/model`` is the fine-tuned
-model (``save_pretrained``), with the tokenizer; ``OUT/result.json`` the test metrics.
+model (``save_pretrained``: only what trains, the real weights rebuilt from ``--base`` when it
+is loaded), with the tokenizer; ``OUT/result.json`` the test metrics.
 """
 
 from __future__ import annotations

@@ -27,6 +27,14 @@ DESCRIPTIONS = {
     "export": "a transformers export of a ComplexFormer model",
     "retrofit": "a retrofit adaptation (CMHA on a pre-trained Hugging Face model)",
     "cmplxbert": "a CmplxBERT directory (a complex BERT: masked LM or classifier)",
+    "cmplxbert-hf": (
+        "a CmplxBERT saved by transformers' save_pretrained (a Trainer checkpoint or a saved "
+        "model; load it with complexformer.hf's AutoModelFor... classes)"
+    ),
+    "cmplxbert-export": (
+        "a CmplxBERT export for transformers (load it with AutoModelFor...from_pretrained(DIR, "
+        "trust_remote_code=True))"
+    ),
 }
 #: Kinds that hold a ComplexFormer language model (a :class:`LoadedRun` in ``run``).
 LM_KINDS = ("lm-run", "lm-checkpoint", "lm-model", "export")
@@ -209,6 +217,8 @@ class Artifact:
                 parameters=parameter_report(model),
                 meta=jsonable(self.run.metadata()),
             )
+        elif self.extra:  # a CmplxBERT in transformers' format, described from its files
+            out.update(self.extra)
         elif self.retrofit is not None:
             model, _, cfg = self.retrofit
             total = sum(p.numel() for p in model.parameters())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .._manifest import MANIFEST
 from ..cmplxbert.loading import CMPLXBERT_FILE, is_cmplxbert_dir
-from ..hf.markers import is_export_dir
+from ..hf.markers import CMPLXBERT_EXPORT_KIND, HF_KIND, is_export_dir, manifest_kind
 from ..lm.run import is_model_dir
 from ..models.lm import CONFIG_NAME
 from ..retrofit.io import ADAPTATION_CONFIG, find_adaptation_dir
@@ -23,6 +23,10 @@ KINDS: dict[str, str] = {
     "export": "a transformers export: manifest.json of kind hf-model",
     "retrofit": f"a retrofit run or adaptation: {ADAPTATION_CONFIG} (in it or in its model/)",
     "cmplxbert": f"a CmplxBERT directory: {CMPLXBERT_FILE} (in it or in its model/)",
+    "cmplxbert-hf": f"a CmplxBERT in transformers' format: manifest.json of kind {HF_KIND}",
+    "cmplxbert-export": (
+        f"a CmplxBERT export for transformers: manifest.json of kind {CMPLXBERT_EXPORT_KIND}"
+    ),
 }
 
 
@@ -40,6 +44,9 @@ def detect_kind(path: str | os.PathLike) -> str:
         raise FileNotFoundError(f"{p} is a file; an artifact is a folder")
     if is_export_dir(p):
         return "export"
+    kind = manifest_kind(p)
+    if kind in (HF_KIND, CMPLXBERT_EXPORT_KIND):
+        return "cmplxbert-hf" if kind == HF_KIND else "cmplxbert-export"
     if find_adaptation_dir(p) is not None:
         return "retrofit"
     if is_cmplxbert_dir(p) or is_cmplxbert_dir(p / "model"):

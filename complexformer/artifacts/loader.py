@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from ..cmplxbert.loading import is_cmplxbert_dir, load_cmplxbert
+from ..hf.cmplxbert_dir import describe_cmplxbert_folder
 from ..lm import load_run
 from ..retrofit.io import load_adaptation
 from .artifact import Artifact
@@ -19,7 +20,9 @@ def load_artifact(path: str | os.PathLike, *, device: str = "cpu", verify: bool 
 
     Args:
         path: a ComplexFormer run, checkpoint or final model, a transformers export, a
-            retrofit run or adaptation, or a CmplxBERT directory (or the run that holds it).
+            retrofit run or adaptation, a CmplxBERT directory (or the run that holds it), or
+            a CmplxBERT in transformers' format (``save_pretrained``, a ``Trainer``
+            checkpoint, an export: described from its files, for ``info``).
         device: where to put a ComplexFormer model (a retrofit or CmplxBERT loads on CPU).
         verify: check every file the package wrote and the loader reads against its
             manifest (the weights, adapters and tokenizer); False reads them unchecked
@@ -42,4 +45,6 @@ def load_artifact(path: str | os.PathLike, *, device: str = "cpu", verify: bool 
     if kind == "cmplxbert":
         d = p if is_cmplxbert_dir(p) else p / "model"
         return Artifact(kind, p, cmplxbert=load_cmplxbert(d, verify=verify))
+    if kind in ("cmplxbert-hf", "cmplxbert-export"):  # described, not loaded (no base needed)
+        return Artifact(kind, p, extra=describe_cmplxbert_folder(p, verify=verify))
     return Artifact(kind, p, run=load_run(p, device=device, verify=verify))

@@ -31,6 +31,7 @@ This module imports transformers at its top: it is imported only by
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -39,6 +40,7 @@ from typing import Any
 import torch
 import transformers
 from safetensors import safe_open
+from safetensors.torch import load_file
 from torch import Tensor, nn
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import (
@@ -50,7 +52,7 @@ from transformers.modeling_outputs import (
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 
 from .._atomic import atomic_write_text
-from .._manifest import MANIFEST, update_manifest, write_manifest
+from .._manifest import MANIFEST, update_manifest, verify_manifest, write_manifest
 from ..cmplxbert.complexify import complexify
 from ..cmplxbert.config import CmplxBertConfig as ModelConfig
 from ..cmplxbert.config import ComplexLoRAConfig, split_config_dict
@@ -63,6 +65,11 @@ from ..cmplxbert.io import (
 from ..cmplxbert.layers import ComplexLoRALinear, merge_adapters
 from ..cmplxbert.loading import load_cmplxbert, load_hf_bert
 from .configuration_cmplxbert import CmplxBertConfig
+from .markers import HF_KIND
+
+#: What ``save_pretrained`` can write (:meth:`CmplxBertPreTrainedModel.saved_weights`).
+SAVED_WEIGHTS = ("trainable", "all")
+CONFIG_FILE, WEIGHTS_FILE = "config.json", "model.safetensors"
 
 __all__ = [
     "TASK_CLASSES",
@@ -93,13 +100,15 @@ class CmplxBertPreTrainedModel(PreTrainedModel):
     hf_class = "BertModel"
     task = "base"
 
-    def __init__(self, config: CmplxBertConfig) -> None:
+    def __init__(self, config: CmplxBertConfig, real: nn.Module | None = None) -> None:
         super().__init__(config)
 
         lora, model_config = _lora_configs(config)
         added_head = model_config.add_mlm_head and self.task == "mlm"
         name = "BertModel" if added_head else self.hf_class
-        real = getattr(transformers, name)(config.bert_config())
+        self._values_given = real is not None  # then post_init initialises nothing
+        if real is None:  # the real BERT's values come from the checkpoint
+            real = getattr(transformers, name)(config.bert_config())
         if not added_head:
             model_config = model_config.replace(add_mlm_head=False)
         # the start's values are weights: they are loaded, so the calibration is skipped
@@ -108,29 +117,108 @@ class CmplxBertPreTrainedModel(PreTrainedModel):
         self.cmplxbert.pooling = config.pooling
         if self.task in ("classification", "token_classification"):
             self.cmplxbert.classifier.base_layer.requires_grad_(True)  # a new head learns
-        self._trainable = self._trainable_names()
+        self._set_trainable(self._trainable_names())
         self.post_init()
 
     def _trainable_names(self) -> frozenset[str]:
         return frozenset(n for n, p in self.named_parameters() if p.requires_grad)
 
     def _set_trainable(self, names: frozenset[str]) -> None:
-        """Only ``names`` train (the adapters, complex biases, norms and new heads)."""
+        """Only ``names`` train (the adapters, complex biases, norms and new heads).
+
+        The other entries of the state dict are ``_keys_to_ignore_on_save`` when only what
+        trains is saved (:meth:`saved_weights`), so that transformers' ``Trainer`` resumes
+        from such a checkpoint without a missing-keys warning."""
         for n, p in self.named_parameters():
             p.requires_grad_(n in names)
         self._trainable = frozenset(names)
+        frozen = [k for k in self.state_dict() if k not in self._trainable]
+        self._keys_to_ignore_on_save = frozen if self.saved_weights() == "trainable" else None
+
+    def saved_weights(self) -> str:
+        """What :meth:`save_pretrained` writes: ``"trainable"`` (what trains, the real BERT's
+        weights coming back from ``base_model_name_or_path``) or ``"all"``.
+
+        ``config.save_weights`` decides; its default (None) is ``"trainable"`` when the model
+        records its base model, as peft's adapter-only ``save_pretrained``, else ``"all"``.
+        """
+        choice = getattr(self.config, "save_weights", None)
+        if choice is None:
+            choice = "trainable" if self.config.base_model_name_or_path else "all"
+        if choice not in SAVED_WEIGHTS:
+            raise ValueError(f"save_weights must be one of {SAVED_WEIGHTS}, got {choice!r}")
+        return choice
 
     @classmethod
-    def from_pretrained(cls, *args: Any, **kwargs: Any):
+    def from_pretrained(cls, pretrained_model_name_or_path: Any, *args: Any, **kwargs: Any):
         """transformers' ``from_pretrained``; afterwards only what trained when the model
-        was built trains (loading makes every weight trainable)."""
-        out = super().from_pretrained(*args, **kwargs)
+        was built trains (loading makes every weight trainable).
+
+        A directory saved with only what trains (``saved_weights: "trainable"`` in its
+        ``config.json``: a ``Trainer`` checkpoint, say) is rebuilt on its real base model,
+        ``base_model_name_or_path=`` (a BERT's hub name or directory) overriding the recorded
+        one, and checked against its manifest (``verify=False`` skips the check).
+
+        Raises:
+            ValueError: no base model recorded nor given, a base whose frozen weights are not
+                the ones the model was trained on, or a file that does not match the
+                manifest.
+        """
+        d = Path(str(pretrained_model_name_or_path))
+        base = kwargs.pop("base_model_name_or_path", None)
+        verify = kwargs.pop("verify", True)
+        if d.is_dir() and _saved_weights_of(d) == "trainable":
+            return cls._from_trainable(d, base, verify, kwargs.get("config"))
+        out = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         model = out[0] if isinstance(out, tuple) else out
         model._set_trainable(model._trainable)
         return out
 
+    @classmethod
+    def _from_trainable(
+        cls, d: Path, base: str | None, verify: bool, config: CmplxBertConfig | None
+    ) -> CmplxBertPreTrainedModel:
+        """Rebuild a model saved with only what trains: the real BERT from its base, then the
+        saved tensors on top."""
+        if verify:
+            verify_manifest(d, covers=(CONFIG_FILE, WEIGHTS_FILE))
+        if not isinstance(config, CmplxBertConfig):
+            config = CmplxBertConfig.from_pretrained(str(d))
+        base = base or config.base_model_name_or_path
+        if not base:
+            raise ValueError(
+                f"{d} holds only the trained tensors of a CmplxBERT and records no base model; "
+                "pass base_model_name_or_path= (the real BERT's hub name or directory)"
+            )
+        labelled = cls.task in ("classification", "token_classification")
+        real, _ = load_hf_bert(str(base), cls.task, config.num_labels if labelled else None)
+        if config.cmplxbert.get("add_mlm_head") and cls.task == "mlm":
+            real = real.bert if hasattr(real, "bert") else real  # the head was added
+        model = cls(config, real=real)
+        saved = load_file(str(d / WEIGHTS_FILE))
+        unknown = sorted(set(saved) - set(model.state_dict()))
+        missing = sorted(model._trainable - set(saved))
+        if unknown or missing:
+            raise ValueError(
+                f"{d / WEIGHTS_FILE} does not fit {cls.__name__}: unknown tensors "
+                f"{unknown[:4]}, missing trainable tensors {missing[:4]}"
+            )
+        want = getattr(config, "frozen_sha256", None)
+        if want and frozen_fingerprint(model) != want:
+            raise ValueError(
+                f"the base model {base} is not the one {d} was trained on (its frozen real "
+                "weights differ); pass base_model_name_or_path= with the right one"
+            )
+        model.load_state_dict(saved, strict=False)
+        model.config.base_model_name_or_path = str(base)
+        model._set_trainable(model._trainable)
+        return model.eval()
+
     def _init_weights(self, module: nn.Module) -> None:
-        """New weights (a head the checkpoint lacks) start as complexify starts them."""
+        """New weights (a head the checkpoint lacks) start as complexify starts them; a
+        model built on a given real BERT (``real=``) keeps every value."""
+        if self._values_given:
+            return
 
         std = self.config.bert.get("initializer_range", 0.02)
         if isinstance(module, ComplexLoRALinear):
@@ -204,14 +292,48 @@ class CmplxBertPreTrainedModel(PreTrainedModel):
         return out
 
     # ------------------------------------------------------------------ saving
-    def save_pretrained(self, save_directory: str | os.PathLike[str], **kwargs: Any) -> None:
+    def save_pretrained(
+        self,
+        save_directory: str | os.PathLike[str],
+        *,
+        weights: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         """transformers' ``save_pretrained`` (safetensors), then a ``manifest.json`` with the
-        sha256 of every file in the folder (``kind="cmplxbert-hf"``)."""
-        kwargs.setdefault("safe_serialization", True)
-        super().save_pretrained(save_directory, **kwargs)
+        sha256 of every file in the folder (``kind="cmplxbert-hf"``).
+
+        Args:
+            save_directory: the folder.
+            weights: ``"trainable"`` writes only what trains (adapters, complex biases,
+                norms and new heads' weights; the real BERT's weights are rebuilt from
+                ``base_model_name_or_path`` on loading, and a sha256 of them is recorded
+                so that another base is refused), ``"all"`` every tensor; default
+                :meth:`saved_weights` (what transformers' ``Trainer`` checkpoints get).
+            **kwargs: transformers' (``state_dict``, ``max_shard_size``, ...).
+        """
+        weights = weights or self.saved_weights()
+        if weights not in SAVED_WEIGHTS:
+            raise ValueError(f"weights must be one of {SAVED_WEIGHTS}, got {weights!r}")
+        if weights == "trainable" and not self.config.base_model_name_or_path:
+            raise ValueError(
+                "weights='trainable' needs config.base_model_name_or_path (the real BERT the "
+                "frozen weights come back from); set it or save with weights='all'"
+            )
+        keep = self._keys_to_ignore_on_save
+        self._keys_to_ignore_on_save = None
+        self.config.saved_weights = weights
+        self.config.frozen_sha256 = frozen_fingerprint(self) if weights == "trainable" else None
+        if weights == "trainable":
+            state = kwargs.pop("state_dict", None) or self.state_dict()
+            kwargs["state_dict"] = {k: v for k, v in state.items() if k in self._trainable}
+        try:
+            super().save_pretrained(save_directory, **kwargs)
+        finally:
+            self._keys_to_ignore_on_save = keep
+            del self.config.saved_weights, self.config.frozen_sha256
         d = Path(save_directory)
         files = [p.name for p in d.iterdir() if p.is_file() and p.name != MANIFEST]
-        write_manifest(d, files, kind="cmplxbert-hf")
+        write_manifest(d, files, kind=HF_KIND)
 
     # ------------------------------------------------------------------ peft's conventions
     def print_trainable_parameters(self) -> str:
@@ -316,6 +438,27 @@ class CmplxBertPreTrainedModel(PreTrainedModel):
 
     def get_input_embeddings(self) -> nn.Module:
         return self.cmplxbert.bert.embeddings.word_embeddings
+
+
+def _saved_weights_of(d: Path) -> str | None:
+    """The ``saved_weights`` recorded in ``d/config.json`` (None: all, or no such file)."""
+    try:
+        return json.loads((d / CONFIG_FILE).read_text(encoding="utf-8")).get("saved_weights")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def frozen_fingerprint(model: nn.Module) -> str:
+    """sha256 over the names and bytes of the tensors that do not train (the real BERT's
+    weights), in name order: what a model saved with only what trains must be rebuilt on."""
+    h = hashlib.sha256()
+    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
+    for name, t in sorted(model.state_dict().items()):
+        if name in trainable:
+            continue
+        h.update(name.encode())
+        h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def _check_kwargs(kwargs: dict[str, Any]) -> None:

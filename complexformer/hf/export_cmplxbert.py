@@ -31,11 +31,12 @@ from .._manifest import MANIFEST, write_manifest
 from ..cmplxbert.loading import read_cmplxbert_meta, verify_cmplxbert
 from . import configuration_cmplxbert, modeling_cmplxbert
 from .cmplxbert import TASK_CLASSES
+from .markers import CMPLXBERT_EXPORT_KIND
 
 __all__ = ["EXPORT_KIND", "export_cmplxbert"]
 
 #: The ``kind`` of a CmplxBERT export's manifest.
-EXPORT_KIND = "cmplxbert-export"
+EXPORT_KIND = CMPLXBERT_EXPORT_KIND
 #: The Auto class of each CmplxBERT task.
 AUTO = {
     "base": "AutoModel",
@@ -91,7 +92,7 @@ def export_cmplxbert(
     }
     model.config.architectures = [cls.__name__]
     with atomic_dir(final) as tmp:
-        model.save_pretrained(tmp)
+        model.save_pretrained(tmp, weights="all")  # it stands alone
         tokenizer.save_pretrained(str(tmp))
         for module in (configuration_cmplxbert, modeling_cmplxbert):
             shutil.copyfile(module.__file__, tmp / Path(module.__file__).name)

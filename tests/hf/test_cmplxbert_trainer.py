@@ -142,3 +142,51 @@ def test_trainer_with_token_and_mlm_collators_trains_only_the_adapters(tmp_path)
     with torch.no_grad():
         torch.testing.assert_close(back(**enc).logits, mlm.eval()(**enc).logits, rtol=0, atol=0)
     assert back.cmplxbert.bert.pooler is not None  # the BertModel's pooler is kept
+
+
+def test_trainer_checkpoints_hold_what_trains_and_resume_to_the_same_weights(tmp_path):
+    """Trainer's checkpoints are trainable-only save_pretrained folders; a run resumed from
+    the step-3 checkpoint ends with the uninterrupted run's weights, and the checkpoint loads
+    on its own (rebuilt on the base)."""
+    import datasets
+    import transformers
+    from safetensors import safe_open
+
+    from complexformer.hf.cmplxbert import to_transformers
+
+    base = save_tiny_bert_dir(tmp_path / "bert", "BertModel")
+    tok = transformers.AutoTokenizer.from_pretrained(str(base))
+    rng = random.Random(0)
+    rows = []
+    for i in range(24):
+        words = [rng.choice(WORDS) for _ in range(5)]
+        rows.append({**tok(" ".join(words), truncation=True, max_length=16), "labels": i % 2})
+
+    def trainer(out, steps):
+        real, _ = load_hf_bert(str(base), "classification", 2)
+        torch.manual_seed(0)
+        model = to_transformers(complexify(real, r=2))
+        args = transformers.TrainingArguments(
+            output_dir=str(out), per_device_train_batch_size=4, max_steps=steps,
+            learning_rate=1e-2, report_to=[], save_strategy="steps", save_steps=3,
+            use_cpu=True, disable_tqdm=True, seed=0, data_seed=0,
+        )  # fmt: skip
+        return model, transformers.Trainer(
+            model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
+            data_collator=transformers.DataCollatorWithPadding(tok),
+        )  # fmt: skip
+
+    whole, t = trainer(tmp_path / "whole", 6)
+    t.train()
+    ckpt = tmp_path / "whole" / "checkpoint-3"
+    with safe_open(str(ckpt / "model.safetensors"), "pt") as f:
+        saved = set(f.keys())
+    trains = {n for n, p in whole.named_parameters() if p.requires_grad}
+    assert saved == trains
+    assert json.loads((ckpt / "config.json").read_text())["saved_weights"] == "trainable"
+    resumed, t = trainer(tmp_path / "resumed", 6)
+    t.train(resume_from_checkpoint=str(ckpt))
+    for (n, a), b in zip(whole.state_dict().items(), resumed.state_dict().values(), strict=True):
+        torch.testing.assert_close(b, a, rtol=0, atol=0, msg=n)
+    mid = transformers.AutoModelForSequenceClassification.from_pretrained(ckpt)
+    assert {n for n, p in mid.named_parameters() if p.requires_grad} == trains
