@@ -10,8 +10,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from complexformer._cli import DEPRECATED_COMMANDS, DEPRECATED_OPTIONS, VOCABULARY
 from complexformer.cli import build_parser
+from complexformer.cli.options import DEPRECATED_COMMANDS, DEPRECATED_OPTIONS, VOCABULARY
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 

@@ -8,8 +8,8 @@ import argparse
 
 import pytest
 
-from complexformer._cli import DEPRECATED_COMMANDS, DEPRECATED_OPTIONS, VOCABULARY
 from complexformer.cli import build_parser, main
+from complexformer.cli.options import DEPRECATED_COMMANDS, DEPRECATED_OPTIONS, VOCABULARY
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -142,7 +142,7 @@ def test_each_command_has_an_example_that_parses(command):
 
 
 def test_set_reaches_the_configs_of_reproduce_and_retrofit():
-    from complexformer._cli import build_configs
+    from complexformer.cli.options import build_configs
     from complexformer.reproduce.cli import scale_of
     from complexformer.retrofit.config import RetrofitConfig
     from complexformer.training import TrainConfig

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._cli import (
+from ..cli.options import (
     add_base,
     add_deprecated,
     add_device,
@@ -169,7 +169,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from .._runtime import cpu_settings
+    from ..runtime import cpu_settings
     from .predict import predict_file
 
     device = args.device
@@ -231,7 +231,7 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze_embeddings(args: argparse.Namespace) -> int:
-    from .._report import write_report
+    from ..results import write_report
     from .analysis import embedding_components, imaginary_energy_share, plot_embedding_scatter
     from .loading import load_cmplxbert
 

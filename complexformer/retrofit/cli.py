@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .._cli import (
+from ..cli.options import (
     add_base,
     add_deprecated,
     add_device,

@@ -178,7 +178,7 @@ def _evaluate_parser():
 
 
 def test_the_parser_lists_every_registered_suite_and_its_options():
-    from complexformer._cli import VOCABULARY
+    from complexformer.cli.options import VOCABULARY
     from complexformer.evaluation.cli import register_suites
 
     parser = _evaluate_parser()

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from ._config import ConfigBase, parse_overrides, unknown_key_error
+from ..config import ConfigBase, parse_overrides, unknown_key_error
 
 __all__ = [
     "DEPRECATED_COMMANDS",
