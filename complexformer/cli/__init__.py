@@ -16,7 +16,6 @@ from pathlib import Path
 from ..runtime import cpu_settings, missing_extra, require
 from .options import (
     add_base,
-    add_deprecated,
     add_device,
     add_model,
     add_run_dir,
@@ -25,8 +24,6 @@ from .options import (
     add_threads,
     add_verify,
     build_configs,
-    check_required,
-    rewrite_deprecated_command,
 )
 
 _EPILOG_TRAIN = """\
@@ -289,7 +286,6 @@ def _add_train_parser(sub, fmt) -> None:
         "continued training: start from this ComplexFormer run, checkpoint or model (its "
         "weights, tokenizer and config; fresh optimizer and schedule; --preset is ignored)",
     )
-    add_deprecated(t, "--init-from", "base")
     add_verify(t)
     t.add_argument(
         "--seq-len",
@@ -470,13 +466,11 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``complexformer`` console script."""
-    argv = rewrite_deprecated_command(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     sub = _subparser(parser, args.command) or parser
     if unknown:  # reported by the subcommand, which names itself
         sub.error(f"unrecognized arguments: {' '.join(unknown)}")
-    check_required(sub, args)
     try:
         return args.func(args)
     except (ValueError, OSError, KeyError, ImportError) as e:
@@ -489,4 +483,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; resume with --resume", file=sys.stderr)
         return 130
-

@@ -10,7 +10,6 @@ from typing import Any
 
 from ..cli.options import (
     add_base,
-    add_deprecated,
     add_device,
     add_model,
     add_run_dir,
@@ -372,7 +371,6 @@ def _model_options(p: argparse.ArgumentParser, when: str = "") -> None:
 
 def _seq_len(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("--seq-len", dest="max_len", type=int, default=None, help=help)
-    add_deprecated(p, "--max-len", "max_len", type=int)
 
 
 def _optim(p: argparse.ArgumentParser, what: str = "") -> None:
@@ -454,7 +452,6 @@ def _add_finetune(sub, fmt) -> None:
     which.add_argument(
         "--model", metavar="PATH", help="a CmplxBERT directory (from cbert-complexify)"
     )
-    add_deprecated(f, "--ckpt", "model")
     add_verify(f)
     which.add_argument(
         "--base",
