@@ -242,6 +242,7 @@ def add_threads(p: argparse.ArgumentParser, dest: str = "threads") -> None:
 
 
 def add_device(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
+    """``--device``: auto, cpu or cuda (``default`` None leaves it to the config)."""
     p.add_argument(
         "--device",
         default=default,
