@@ -18,7 +18,7 @@ Everything a benchmark needs besides the thing it measures:
 * :func:`environment` - torch / Python / CPU / device description for the JSON record, and
   :func:`source_fingerprint` - hashes of the measured source files.
 * :func:`record` and :func:`write_record` - the JSON record every benchmark writes (written
-  atomically with :func:`complexformer._report.write_json`).
+  atomically with :func:`complexformer.results.write_json`).
 * :func:`add_common_args`, :func:`resolve_device`, :func:`resolve_dtype` - CLI plumbing.
 
 The scripts only measure and write JSON; ``python -m benchmarks.render`` turns the JSON files
@@ -49,7 +49,7 @@ try:  # private API (the profiler's event tree); without it the raw [memory] eve
 except ImportError:  # pragma: no cover - depends on the torch version
     _EventType = None
 
-from complexformer._report import write_json
+from complexformer.results import write_json
 from complexformer.training.dist import free_local_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

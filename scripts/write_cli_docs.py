@@ -10,10 +10,24 @@ import shlex
 import sys
 from pathlib import Path
 
-from complexformer._cli import DEPRECATED_COMMANDS, DEPRECATED_OPTIONS, VOCABULARY
 from complexformer.cli import build_parser
+from complexformer.cli.options import VOCABULARY
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+
+#: Commands and options renamed before the first release, old -> new (the old names are gone).
+RENAMED_COMMANDS = {
+    "complexify": "cbert-complexify",
+    "finetune": "cbert-finetune",
+    "analyze-embeddings": "cbert-embeddings",
+}
+RENAMED_OPTIONS = {
+    "--ckpt": "--model",
+    "--init-from": "--base",
+    "--max-len": "--seq-len",
+    "--lora-r": "--rank",
+    "--dtype": "--set dtype=",
+}
 
 #: One example per command; each is parsed by the test of this file.
 EXAMPLES = {
@@ -86,13 +100,13 @@ def render() -> str:
         "command's `--set` help.",
         "- Bad input ends with one line, `complexformer COMMAND: error: ...`, and exit status 2.",
         "",
-        "Old spellings work for one release and print a deprecation message:",
+        "Renamed before the first release (the old names are not accepted):",
         "",
         "| old | new |",
         "| --- | --- |",
     ]
-    lines += [f"| `{old}` (command) | `{new}` |" for old, new in DEPRECATED_COMMANDS.items()]
-    lines += [f"| `{old}` | `{new}` |" for old, new in DEPRECATED_OPTIONS.items()]
+    lines += [f"| `{old}` (command) | `{new}` |" for old, new in RENAMED_COMMANDS.items()]
+    lines += [f"| `{old}` | `{new}` |" for old, new in RENAMED_OPTIONS.items()]
     lines += ["", "## Shared options", "", "| option | meaning | commands |", "| --- | --- | --- |"]
     for flag in sorted(shared):
         lines.append(f"| `{flag}` | {_cell(VOCABULARY[flag])} | {', '.join(users[flag])} |")

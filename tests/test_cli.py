@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from complexformer._config import parse_overrides
 from complexformer.cli import main
+from complexformer.config import parse_overrides
 
 SCRIPT = Path(sys.executable).with_name("complexformer")
 SMALL = [

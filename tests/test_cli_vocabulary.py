@@ -1,6 +1,6 @@
-"""One command-line vocabulary: every subcommand's flags come from ``_cli.VOCABULARY`` (one
-meaning per flag), old spellings are hidden aliases that warn, lists are space-separated and
-``--seeds`` is always a list."""
+"""One command-line vocabulary: every subcommand's flags come from ``cli.options.VOCABULARY``
+(one meaning per flag), no flag is hidden, the names renamed before the first release are
+gone, lists are space-separated and ``--seeds`` is always a list."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import argparse
 
 import pytest
 
-from complexformer._cli import DEPRECATED_COMMANDS, DEPRECATED_OPTIONS, VOCABULARY
 from complexformer.cli import build_parser, main
+from complexformer.cli.options import VOCABULARY
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
@@ -33,10 +33,8 @@ def _options(p: argparse.ArgumentParser):
 def test_every_flag_is_in_the_vocabulary(command):
     for action in _options(SUBS[command]):
         for flag in action.option_strings:
-            if action.help == argparse.SUPPRESS:
-                assert flag in DEPRECATED_OPTIONS, f"{command}: hidden {flag} is no old spelling"
-            else:
-                assert flag in VOCABULARY, f"{command}: {flag} is outside the vocabulary"
+            assert action.help != argparse.SUPPRESS, f"{command}: {flag} is hidden"
+            assert flag in VOCABULARY, f"{command}: {flag} is outside the vocabulary"
 
 
 @pytest.mark.parametrize("command", sorted(SUBS))
@@ -44,8 +42,7 @@ def test_one_name_per_setting(command):
     visible: dict[str, list[str]] = {}
     for action in _options(SUBS[command]):
         assert len(action.option_strings) == 1, f"{command}: {action.option_strings}"
-        if action.help != argparse.SUPPRESS:
-            visible.setdefault(action.dest, []).extend(action.option_strings)
+        visible.setdefault(action.dest, []).extend(action.option_strings)
     twice = {dest: flags for dest, flags in visible.items() if len(flags) > 1}
     assert not twice, f"{command}: two flags for one setting: {twice}"
 
@@ -55,15 +52,11 @@ def test_vocabulary_has_one_flag_per_meaning():
     for flag, meaning in VOCABULARY.items():
         assert meaning not in meanings, f"{flag} and {meanings[meaning]} mean the same"
         meanings[meaning] = flag
-    for old, new in DEPRECATED_OPTIONS.items():
-        assert old not in VOCABULARY and new.split()[0] in VOCABULARY, (old, new)
 
 
 @pytest.mark.parametrize("command", sorted(SUBS))
 def test_lists_are_space_separated_and_seeds_a_list(command):
     for action in _options(SUBS[command]):
-        if action.help == argparse.SUPPRESS:
-            continue
         repeated = isinstance(action, argparse._AppendAction)
         spaced = isinstance(action, argparse._ExtendAction) and action.nargs == "+"
         assert spaced or not repeated, (
@@ -73,21 +66,34 @@ def test_lists_are_space_separated_and_seeds_a_list(command):
             assert action.nargs == "+", f"{command}: --seeds must be a list"
 
 
-def test_old_commands_are_renamed(capsys):
-    for old, new in DEPRECATED_COMMANDS.items():
+def test_renamed_commands_and_options_are_gone(capsys):
+    docs = _cli_docs()
+    for old, new in docs.RENAMED_COMMANDS.items():
         assert new in SUBS and old not in SUBS
-    with pytest.raises(SystemExit):
-        main(["finetune", "--help"])
-    out = capsys.readouterr()
-    assert "'finetune' is deprecated" in out.err and "cbert-finetune" in out.out
-
-
-def test_old_flag_warns_and_lands_on_the_new_one(capsys):
-    args = build_parser().parse_args(["generate", "--ckpt", "runs/x"])
-    assert args.model == "runs/x"
-    assert "--ckpt is deprecated" in capsys.readouterr().err
-    args = build_parser().parse_args(["evaluate", "--ckpt", "a", "--ckpt", "b"])
+        with pytest.raises(SystemExit) as e:
+            main([old, "--help"])
+        assert e.value.code == 2
+        assert f"invalid choice: '{old}'" in capsys.readouterr().err
+    for old, new in docs.RENAMED_OPTIONS.items():
+        assert old not in VOCABULARY and new.split()[0] in VOCABULARY, (old, new)
+    for argv in (
+        ["generate", "--model", "m", "--ckpt", "x"],
+        ["train", "--out", "o", "--max-len", "8"],
+    ):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert "unrecognized arguments" in capsys.readouterr().err
+    args = build_parser().parse_args(["evaluate", "--model", "a", "--model", "b"])
     assert args.model == ["a", "b"]
+
+
+def test_a_missing_model_is_named(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["info"])
+    assert e.value.code == 2
+    assert "complexformer info: error: the following arguments are required: --model" in (
+        capsys.readouterr().err
+    )
 
 
 def test_seeds_are_a_list_everywhere():
@@ -130,8 +136,7 @@ def test_docs_cli_lists_every_option_and_is_current():
     for name, p in SUBS.items():
         assert f"## `complexformer {name}`" in text
         for action in _options(p):
-            if action.help != argparse.SUPPRESS:
-                assert f"`{action.option_strings[0]}`" in text, (name, action.option_strings)
+            assert f"`{action.option_strings[0]}`" in text, (name, action.option_strings)
 
 
 @pytest.mark.parametrize("command", sorted(SUBS))
@@ -142,7 +147,7 @@ def test_each_command_has_an_example_that_parses(command):
 
 
 def test_set_reaches_the_configs_of_reproduce_and_retrofit():
-    from complexformer._cli import build_configs
+    from complexformer.cli.options import build_configs
     from complexformer.reproduce.cli import scale_of
     from complexformer.retrofit.config import RetrofitConfig
     from complexformer.training import TrainConfig

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from complexformer._atomic import atomic_write_text
+from complexformer.storage import atomic_write_text
 
 from . import (
     attention,

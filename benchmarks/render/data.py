@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from complexformer._report import markdown_table
+from complexformer.results import markdown_table
 
 from ._format import fmt_num
 from .targets import target_lines

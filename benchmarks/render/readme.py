@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from complexformer._report import markdown_table
+from complexformer.results import markdown_table
 
 from ._format import fmt_num, fmt_ratio
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import torch
 
-from .._report import jsonable
 from ..data import load_corpus, load_token_splits
 from ..data.splits import CHUNK_CHARS
 from ..lm import run_prompt
 from ..models.report import format_parameter_report, parameter_report
+from ..results import jsonable
 from ..retrofit.evaluate import retrofit_generate, retrofit_perplexity, run_data_spec
 from ..training import evaluate_perplexity
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .._manifest import MANIFEST
 from ..cmplxbert.loading import CMPLXBERT_FILE, is_cmplxbert_dir
 from ..hf.markers import CMPLXBERT_EXPORT_KIND, HF_KIND, is_export_dir, manifest_kind
 from ..lm.run import is_model_dir
 from ..models.lm import CONFIG_NAME
 from ..retrofit.io import ADAPTATION_CONFIG, find_adaptation_dir
+from ..storage import MANIFEST
 from ..training.checkpoint import CHECKPOINTS_DIR, STATE
 
 __all__ = ["KINDS", "detect_kind"]

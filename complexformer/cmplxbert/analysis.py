@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from complexformer._atomic import atomic_output
+from complexformer.storage import atomic_output
 
 from .layers import ComplexLoRAEmbedding
 

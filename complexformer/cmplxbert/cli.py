@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._cli import (
+from ..cli.options import (
     add_base,
-    add_deprecated,
     add_device,
     add_model,
     add_run_dir,
@@ -169,7 +168,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from .._runtime import cpu_settings
+    from ..runtime import cpu_settings
     from .predict import predict_file
 
     device = args.device
@@ -231,7 +230,7 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze_embeddings(args: argparse.Namespace) -> int:
-    from .._report import write_report
+    from ..results import write_report
     from .analysis import embedding_components, imaginary_energy_share, plot_embedding_scatter
     from .loading import load_cmplxbert
 
@@ -372,7 +371,6 @@ def _model_options(p: argparse.ArgumentParser, when: str = "") -> None:
 
 def _seq_len(p: argparse.ArgumentParser, help: str) -> None:
     p.add_argument("--seq-len", dest="max_len", type=int, default=None, help=help)
-    add_deprecated(p, "--max-len", "max_len", type=int)
 
 
 def _optim(p: argparse.ArgumentParser, what: str = "") -> None:
@@ -454,7 +452,6 @@ def _add_finetune(sub, fmt) -> None:
     which.add_argument(
         "--model", metavar="PATH", help="a CmplxBERT directory (from cbert-complexify)"
     )
-    add_deprecated(f, "--ckpt", "model")
     add_verify(f)
     which.add_argument(
         "--base",

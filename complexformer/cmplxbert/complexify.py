@@ -18,8 +18,8 @@ import math
 import torch
 from torch import nn
 
-from complexformer._optional import require
 from complexformer.nn import CGELU, CReLU, LayerNorm
+from complexformer.runtime import require
 
 from .config import CmplxBertConfig, ComplexLoRAConfig, split_overrides, target_matches
 from .layers import ComplexLoRAEmbedding, ComplexLoRALinear

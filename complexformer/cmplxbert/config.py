@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from complexformer._config import ConfigBase, unknown_key_error
+from complexformer.config import ConfigBase, unknown_key_error
 
 __all__ = [
     "ACTIVATIONS",

@@ -56,9 +56,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from complexformer._atomic import atomic_write
 from complexformer.data.files import list_stdlib_files
 from complexformer.data.splits import check_fractions
+from complexformer.storage import atomic_write
 
 __all__ = [
     "DOCSTRING_EXCLUDED_DIRS",

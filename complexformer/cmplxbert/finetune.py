@@ -22,13 +22,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from complexformer._atomic import atomic_output
-from complexformer._config import ConfigBase
-from complexformer._optional import require
-from complexformer._report import markdown_table, write_json, write_report
-from complexformer._runtime import cpu_settings
-from complexformer._safe_paths import read_text, remove_entry
-from complexformer._stats import format_p, paired_t_test
+from complexformer.config import ConfigBase
+from complexformer.results import format_p, markdown_table, paired_t_test, write_json, write_report
+from complexformer.runtime import cpu_settings, require
+from complexformer.storage import atomic_output, read_text, remove_entry
 from complexformer.training import METRICS_FILE, TrainConfig, train_task
 from complexformer.training.checkpoint import CHECKPOINTS_DIR
 

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from complexformer._atomic import atomic_write_text
-from complexformer._runtime import eval_mode
+from complexformer.runtime import eval_mode
+from complexformer.storage import atomic_write_text
 from complexformer.training.task import StepLoss, TrainTask
 
 from .analysis import imaginary_to_real, sentence_cosine

@@ -26,8 +26,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from complexformer._atomic import atomic_output, atomic_write_text
-from complexformer._manifest import update_manifest, verify_manifest
+from complexformer.storage import atomic_output, atomic_write_text, update_manifest, verify_manifest
 
 from .config import ComplexLoRAConfig, split_config_dict
 from .layers import complex_lora_layers

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from complexformer._optional import require
+from complexformer.runtime import require
 
 from .docstrings import build_docstring_dataset
 from .metrics import classification_metrics, token_metrics

@@ -34,10 +34,16 @@ from typing import Any
 from safetensors import safe_open
 from torch import nn
 
-from complexformer._atomic import atomic_dir, atomic_write_text
-from complexformer._manifest import MANIFEST, TOKENIZER_FILES, verify_manifest, write_manifest
-from complexformer._optional import require
-from complexformer._paths import require_local_or_hub
+from complexformer.runtime import require
+from complexformer.storage import (
+    MANIFEST,
+    TOKENIZER_FILES,
+    atomic_dir,
+    atomic_write_text,
+    require_local_or_hub,
+    verify_manifest,
+    write_manifest,
+)
 
 from .complexify import complexify
 from .config import split_config_dict, split_overrides

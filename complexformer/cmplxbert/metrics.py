@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from complexformer import _stats
+from complexformer import results
 
 __all__ = [
     "accuracy",
@@ -99,8 +99,8 @@ def token_metrics(
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (n − 1; 0 for a single value), as a pair
-    (:func:`complexformer._stats.mean_std` with the fine-tuning reports' conventions)."""
+    (:func:`complexformer.results.mean_std` with the fine-tuning reports' conventions)."""
     if not values:
         raise ValueError("mean_std of no values")
-    s = _stats.mean_std(values)
+    s = results.mean_std(values)
     return s["mean"], s["std"] or 0.0

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from complexformer._atomic import atomic_write_text
-from complexformer._optional import require
 from complexformer.data import EvalBlocks, Tokenizer, load_corpus, load_token_splits
 from complexformer.data.prepared import PreparedCorpus
+from complexformer.runtime import require
+from complexformer.storage import atomic_write_text
 from complexformer.training.data_start import data_cache_dir, prepare_on_rank0
 from complexformer.training.dist import all_reduce_sum
 from complexformer.training.task import StepLoss, TrainTask

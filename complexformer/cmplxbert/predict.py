@@ -29,9 +29,8 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from complexformer._atomic import atomic_write
-from complexformer._runtime import eval_mode
-from complexformer._safe_paths import read_text
+from complexformer.runtime import eval_mode
+from complexformer.storage import atomic_write, read_text
 
 from .loading import load_cmplxbert
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .._real_lora import RealLoRALinear
+from ..pretrained import RealLoRALinear
 from .config import target_matches
 
 __all__ = ["RealLoRALinear", "add_real_lora"]

@@ -13,9 +13,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from complexformer._atomic import atomic_output
-from complexformer._report import markdown_table, write_report
-from complexformer._runtime import cpu_settings
+from complexformer.results import markdown_table, write_report
+from complexformer.runtime import cpu_settings
+from complexformer.storage import atomic_output
 
 from .analysis import imaginary_to_real, sentence_cosine
 from .complexify import complexify

@@ -30,11 +30,10 @@ from typing import Any
 
 import torch
 
-from complexformer._atomic import atomic_output, atomic_write_text
-from complexformer._config import ConfigBase
-from complexformer._report import markdown_table, write_report
-from complexformer._runtime import cpu_settings
-from complexformer._stats import MIN_PAIRS, format_p, paired_t_test
+from complexformer.config import ConfigBase
+from complexformer.results import MIN_PAIRS, format_p, markdown_table, paired_t_test, write_report
+from complexformer.runtime import cpu_settings
+from complexformer.storage import atomic_output, atomic_write_text
 from complexformer.training import TrainConfig, train_task
 from complexformer.training.checkpoint import CHECKPOINTS_DIR, list_checkpoints, load_checkpoint
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._atomic import atomic_write_text
+from ..storage import atomic_write_text
 
 __all__ = [
     "DEFAULT_DATA_TIMEOUT",

@@ -25,8 +25,7 @@ from typing import Any
 from tokenizers import Tokenizer as _TkTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from .._atomic import atomic_dir
-from .._manifest import ManifestError
+from ..storage import ManifestError, atomic_dir
 from .cache import cache_subdir, hash_strings
 from .corpus import Corpus
 from .tokenizer import EOT_TOKEN, META_FILE, Tokenizer, load_tokenizer

@@ -19,7 +19,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from .._atomic import atomic_write
+from ..storage import atomic_write
 
 __all__ = [
     "CACHE_ENV_VAR",

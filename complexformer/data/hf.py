@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._optional import require
+from ..runtime import require
 from .cache import hash_strings
 from .corpus import Corpus, SplitStats, check_not_empty
 from .splits import DEFAULT_FRACTIONS, SPLITS, check_fractions, check_split, split_of

@@ -34,8 +34,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from .._atomic import atomic_dir, atomic_write_text
-from .._manifest import write_manifest
+from ..storage import atomic_dir, atomic_write_text, write_manifest
 from .bpe import DEFAULT_SAMPLE_BYTES, DEFAULT_VOCAB_SIZE, get_tokenizer
 from .corpus import Corpus
 from .prepared import INDEX, PREPARED_FORMAT, TOKENIZER_DIR, is_prepared

@@ -28,9 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .._atomic import atomic_write_text
-from .._manifest import MANIFEST, ManifestError, verify_manifest
-from .._safe_paths import refuse_link
+from ..storage import MANIFEST, ManifestError, atomic_write_text, refuse_link, verify_manifest
 from .cache import cache_root, hash_strings
 from .corpus import Corpus, SplitStats
 from .shards import open_shards

@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._atomic import atomic_dir, atomic_write
+from ..storage import atomic_dir, atomic_write
 from .cache import cache_subdir
 from .files import FileCorpus, text_corpus
 

@@ -36,9 +36,15 @@ from typing import Any
 
 from tokenizers import Tokenizer as _TkTokenizer
 
-from .._manifest import MANIFEST, NO_VERIFY_HINT, TOKENIZER_FILES, verify_manifest, write_manifest
-from .._optional import require
-from .._paths import require_local_or_hub
+from ..runtime import require
+from ..storage import (
+    MANIFEST,
+    NO_VERIFY_HINT,
+    TOKENIZER_FILES,
+    require_local_or_hub,
+    verify_manifest,
+    write_manifest,
+)
 from .cache import atomic_write, hash_strings
 
 __all__ = ["EOT_TOKEN", "META_FILE", "Tokenizer", "import_transformers", "load_tokenizer"]
@@ -188,7 +194,7 @@ class Tokenizer:
         The marker ``complexformer_tokenizer.json`` is written first and ``manifest.json``
         (every file of the directory) last, each file atomically: a save cut short leaves a
         directory that :meth:`load` refuses, never one it reads half-written. Give it a
-        directory of its own (callers build it in :func:`~complexformer._atomic.atomic_dir`,
+        directory of its own (callers build it in :func:`~complexformer.storage.atomic_dir`,
         so that the previous tokenizer stays complete until the new one replaces it).
 
         Args:

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .._cli import add_model, add_threads, add_verify, route_overrides
+from ..cli.options import add_model, add_threads, add_verify, route_overrides
 
 __all__ = [
     "LM_EVAL_TASKS_DIR",
@@ -143,8 +143,8 @@ def _run_suite(
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Run the suites of ``--suite`` (default ``ppl``) on the artifacts of ``--model``."""
-    from .._runtime import cpu_settings
     from ..artifacts import load_artifact
+    from ..runtime import cpu_settings
     from .suite import get_suite
 
     register_suites()

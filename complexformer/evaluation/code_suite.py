@@ -37,12 +37,12 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from .._atomic import atomic_write_text
-from .._cli import int_list
-from .._config import ConfigBase
-from .._optional import require
-from .._report import markdown_table
 from ..attention.registry import scheme_max_length
+from ..cli.options import int_list
+from ..config import ConfigBase
+from ..results import markdown_table
+from ..runtime import require
+from ..storage import atomic_write_text
 from .passk import DEFAULT_KS, mean_pass_at_k, pass_at_k
 from .sandbox.runner import sandbox_capabilities
 from .sandbox.verdict import build_program as single_program

@@ -42,13 +42,13 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from .._atomic import atomic_output
-from .._cli import int_list
-from .._config import ConfigBase
-from .._report import markdown_table
-from .._runtime import eval_mode
 from ..attention.registry import scheme_max_length
+from ..cli.options import int_list
+from ..config import ConfigBase
 from ..data import load_corpus, load_token_splits
+from ..results import markdown_table
+from ..runtime import eval_mode
+from ..storage import atomic_output
 from .suite import (
     BATCH_SIZE,
     DATA,

@@ -34,8 +34,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from .._causal_lm import SMOLLM2_PACKAGE, CausalLMSource, load_causal_lm, resolve_causal_lm
 from ..hf import register_auto_classes
+from ..pretrained import SMOLLM2_PACKAGE, CausalLMSource, load_causal_lm, resolve_causal_lm
 
 __all__ = [
     "DEFAULT_EVALUATOR",

@@ -53,13 +53,13 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from .._atomic import atomic_write
-from .._cli import int_list
-from .._config import ConfigBase
-from .._runtime import eval_mode
 from ..attention.functional import causal_mask
 from ..attention.module import CausalSelfAttention
+from ..cli.options import int_list
+from ..config import ConfigBase
 from ..data import load_corpus, load_token_splits
+from ..runtime import eval_mode
+from ..storage import atomic_write
 from .heads_report import (
     MEASURE_LABELS,
     MEASURES,

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
-from .._atomic import atomic_output
-from .._report import markdown_table
+from ..results import markdown_table
+from ..storage import atomic_output
 from .suite import fmt_number
 
 __all__ = [

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._atomic import atomic_write_text
-from .._config import ConfigBase
-from .._optional import require
+from ..config import ConfigBase
 from ..data import load_corpus
 from ..hf import register_auto_classes
+from ..runtime import require
+from ..storage import atomic_write_text
 from .suite import (
     BATCH_SIZE,
     DATA,

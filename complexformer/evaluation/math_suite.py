@@ -38,9 +38,9 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from .._config import ConfigBase
-from .._optional import require
-from .._report import markdown_table
+from ..config import ConfigBase
+from ..results import markdown_table
+from ..runtime import require
 from .suite import (
     BATCH_SIZE,
     MAX_NEW_TOKENS,

@@ -20,10 +20,10 @@ from typing import Any
 from torch import nn
 from tqdm.auto import tqdm
 
-from .._config import ConfigBase
-from .._report import markdown_table
+from ..config import ConfigBase
 from ..data import load_corpus, load_token_splits
 from ..data.splits import CHUNK_CHARS
+from ..results import markdown_table
 from ..training import evaluate_perplexity
 from .suite import BATCH_SIZE, DATA, SPLIT, Suite, data_spec, option, register_suite
 

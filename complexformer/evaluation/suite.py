@@ -1,7 +1,7 @@
 """The skeleton every evaluation suite follows: load the run -> its data -> compute -> report.
 
 A suite is a :class:`Suite` subclass registered by name with :func:`register_suite`. It names
-its config class (a :class:`~complexformer._config.ConfigBase` dataclass) and declares the
+its config class (a :class:`~complexformer.config.ConfigBase` dataclass) and declares the
 command-line options that fill it (:class:`Option`: a flag, its argparse settings and the
 config field it binds), and implements :meth:`Suite.load_data`, :meth:`Suite.compute` and
 :meth:`Suite.markdown`; :meth:`Suite.run` does the rest the same way for every suite (the run
@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from .._config import ConfigBase, unknown_key_error
-from .._report import write_report
+from ..config import ConfigBase, unknown_key_error
 from ..lm import load_run
+from ..results import write_report
 
 __all__ = [
     "BATCH_SIZE",

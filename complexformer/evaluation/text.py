@@ -31,9 +31,9 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from .._config import ConfigBase
-from .._report import markdown_table
+from ..config import ConfigBase
 from ..data import load_corpus
+from ..results import markdown_table
 from .genppl import DEFAULT_EVALUATOR, Evaluator, load_evaluator, score_continuations
 from .suite import (
     BATCH_SIZE,

@@ -51,8 +51,6 @@ from transformers.modeling_outputs import (
 )
 from transformers.models.bert.modeling_bert import BertForPreTrainingOutput
 
-from .._atomic import atomic_write_text
-from .._manifest import MANIFEST, update_manifest, verify_manifest, write_manifest
 from ..cmplxbert.complexify import complexify
 from ..cmplxbert.config import CmplxBertConfig as ModelConfig
 from ..cmplxbert.config import ComplexLoRAConfig, split_config_dict
@@ -64,6 +62,7 @@ from ..cmplxbert.io import (
 )
 from ..cmplxbert.layers import ComplexLoRALinear, merge_adapters
 from ..cmplxbert.loading import load_cmplxbert, load_hf_bert
+from ..storage import MANIFEST, atomic_write_text, update_manifest, verify_manifest, write_manifest
 from .configuration_cmplxbert import CmplxBertConfig
 from .markers import HF_KIND
 

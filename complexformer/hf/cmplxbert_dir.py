@@ -16,8 +16,7 @@ from typing import Any
 
 from safetensors import safe_open
 
-from .._manifest import verify_manifest
-from .._safe_paths import read_text
+from ..storage import read_text, verify_manifest
 
 __all__ = ["describe_cmplxbert_folder"]
 

@@ -26,14 +26,12 @@ from pathlib import Path
 from tokenizers import Tokenizer as TkTokenizer
 from transformers import PreTrainedTokenizerFast
 
-from .._atomic import atomic_dir, atomic_write_text
-from .._manifest import MANIFEST, write_manifest
-from .._safe_paths import refuse_link
 from ..data.tokenizer import META_FILE as TOKENIZER_META
 from ..data.tokenizer import Tokenizer
 from ..lm import load_run
 from ..models.config import HF_NAMES, GPTConfig
 from ..models.lm import ComplexFormerLM
+from ..storage import MANIFEST, atomic_dir, atomic_write_text, refuse_link, write_manifest
 from .configuration_complexformer import POS_SCHEMES, ComplexFormerConfig
 from .markers import EXPORT_KIND, is_export_dir
 from .modeling_complexformer import ComplexFormerForCausalLM

@@ -26,9 +26,8 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from .._atomic import atomic_dir
-from .._manifest import MANIFEST, write_manifest
 from ..cmplxbert.loading import read_cmplxbert_meta, verify_cmplxbert
+from ..storage import MANIFEST, atomic_dir, write_manifest
 from . import configuration_cmplxbert, modeling_cmplxbert
 from .cmplxbert import TASK_CLASSES
 from .markers import CMPLXBERT_EXPORT_KIND

@@ -12,8 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from .._manifest import MANIFEST
-from .._safe_paths import read_text
+from ..storage import MANIFEST, read_text
 
 __all__ = ["CMPLXBERT_EXPORT_KIND", "EXPORT_KIND", "HF_KIND", "is_export_dir", "manifest_kind"]
 

@@ -17,7 +17,7 @@ register, and the registration is an explicit call::
 
 from __future__ import annotations
 
-from .._optional import require
+from ..runtime import require
 
 __all__ = ["register_auto_classes"]
 

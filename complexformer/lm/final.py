@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .._atomic import atomic_dir
 from ..models.lm import ComplexFormerLM
+from ..storage import atomic_dir
 
 __all__ = ["save_final_model"]
 
 
 def save_final_model(model: ComplexFormerLM, directory: str | os.PathLike) -> Path:
     """``model.save_pretrained`` into a temporary sibling that then replaces ``directory``
-    (:func:`~complexformer._atomic.atomic_dir`); returns the directory."""
+    (:func:`~complexformer.storage.atomic_dir`); returns the directory."""
     final = Path(directory)
     with atomic_dir(final) as tmp:
         model.save_pretrained(tmp)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import os
 
-from .._atomic import atomic_write_text
-from .._safe_paths import is_regular_file, read_text, refuse_link
 from ..data import load_corpus
 from ..data.corpus import document_start
+from ..storage import atomic_write_text, is_regular_file, read_text, refuse_link
 from ..training.config import TrainConfig
 from ..training.rundir import PROMPT_FILE
 from .run import find_run_dir

@@ -27,11 +27,11 @@ from typing import Any
 
 import torch
 
-from .._manifest import NO_VERIFY_HINT
 from ..data import Tokenizer
 from ..data.tokenizer import META_FILE as TOKENIZER_META
 from ..models.config import GPTConfig
 from ..models.lm import CONFIG_NAME, WEIGHTS_NAME, ComplexFormerLM
+from ..storage import NO_VERIFY_HINT
 from ..training.checkpoint import (
     CHECKPOINTS_DIR,
     MANIFEST,

@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from .._atomic import atomic_dir, atomic_write_text
 from ..data import Tokenizer, get_tokenizer, load_corpus, load_token_splits
 from ..data.prepared import PreparedCorpus
 from ..data.tokenizer import META_FILE as TOKENIZER_META
 from ..models.config import GPTConfig
 from ..models.lm import ComplexFormerLM
 from ..models.report import format_parameter_report, parameter_report
+from ..storage import atomic_dir, atomic_write_text
 from ..training.config import TrainConfig
 from ..training.data_start import data_cache_dir, prepare_on_rank0
 from ..training.loop import train_task

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .._config import ConfigBase, unknown_key_error
 from ..attention.registry import get_scheme
+from ..config import ConfigBase, unknown_key_error
 
 __all__ = [
     "HF_MODEL_TYPE",

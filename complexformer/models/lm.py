@@ -18,15 +18,14 @@ import torch.nn.functional as F
 from safetensors.torch import load_model, save_model
 from torch import Tensor, nn
 
-from .._atomic import atomic_output, atomic_write_text
-from .._manifest import verify_manifest, write_manifest
-from .._runtime import eval_mode
 from ..attention.cache import KVCache
 from ..attention.module import CausalSelfAttention
 from ..attention.registry import get_scheme
 from ..attention.schemes import sinusoidal_embedding
 from ..losses.chunked_ce import chunked_linear_cross_entropy
 from ..losses.pcl import pcl_loss
+from ..runtime import eval_mode
+from ..storage import atomic_output, atomic_write_text, verify_manifest, write_manifest
 from .config import HF_MODEL_TYPE, GPTConfig, gpt_config_from_hf
 from .sampling import check_sampling_args, sample_next
 

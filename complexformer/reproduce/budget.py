@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 
-from .._atomic import atomic_write_text
 from ..data import get_tokenizer, load_corpus, load_token_splits
 from ..models.config import GPTConfig
 from ..models.lm import ComplexFormerLM
+from ..storage import atomic_write_text
 
 __all__ = [
     "A100_EFFECTIVE_FLOPS",

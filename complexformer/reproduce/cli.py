@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from .._cli import add_seeds, add_set, add_shard, add_threads, build_configs
+from ..cli.options import add_seeds, add_set, add_shard, add_threads, build_configs
 from .variants import get_scale
 
 __all__ = ["add_reproduce_parser", "cmd_reproduce"]

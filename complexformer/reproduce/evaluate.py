@@ -15,12 +15,12 @@ from typing import Any
 
 import torch
 
-from .._report import write_json
 from ..data import load_corpus, load_token_splits
 from ..evaluation.extrapolation import ExtrapolationConfig, run_extrapolation_suite
 from ..evaluation.genppl import load_evaluator
 from ..evaluation.text import TextSuiteConfig, run_text_suite
 from ..lm import load_run
+from ..results import write_json
 from ..training import evaluate_perplexity
 from .plan import PlannedRun, ReproduceConfig
 from .variants import Scale

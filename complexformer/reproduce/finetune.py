@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._atomic import atomic_write_text
 from ..evaluation.code_suite import CodeSuiteConfig
 from ..evaluation.math_suite import MathSuiteConfig, load_math_problems
+from ..storage import atomic_write_text
 from ..training.config import TrainConfig
 
 __all__ = [

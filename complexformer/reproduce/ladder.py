@@ -37,14 +37,14 @@ from typing import Any
 
 import torch
 
-from .._report import write_json
-from .._runtime import cpu_settings
-from .._safe_paths import open_file
 from ..data import parse_data_spec
 from ..evaluation.extrapolation import ExtrapolationConfig, run_extrapolation_suite
 from ..lm import load_run, train
 from ..models import ComplexFormerLM
 from ..models.config import GPTConfig, preset_fields, unknown_key_error
+from ..results import write_json
+from ..runtime import cpu_settings
+from ..storage import open_file
 from ..training import evaluate_perplexity
 from ..training.config import TrainConfig
 from ..training.dist import env_world, resolve_device

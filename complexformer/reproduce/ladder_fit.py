@@ -28,14 +28,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._stats import student_t_two_sided_p
+from ..results import student_t_two_sided_p
 
 __all__ = ["PowerLawFit", "fit_power_law", "gap_at", "gap_trend", "linear_fit", "t_quantile"]
 
 
 def t_quantile(q: float, df: float) -> float:
     """The q-quantile (q in (0.5, 1)) of Student's t with ``df`` degrees of freedom, by
-    bisection on the two-sided p-value (:func:`complexformer._stats.student_t_two_sided_p`)."""
+    bisection on the two-sided p-value (:func:`complexformer.results.student_t_two_sided_p`)."""
     if not 0.5 < q < 1.0:
         raise ValueError(f"q must be in (0.5, 1), got {q}")
     if not df > 0:

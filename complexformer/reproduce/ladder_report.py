@@ -23,8 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._report import markdown_table, write_report
-from .._stats import format_p, mean_std, paired_t_test
+from ..results import format_p, markdown_table, mean_std, paired_t_test, write_report
 from .ladder_fit import fit_power_law, gap_at, gap_trend
 from .plots import figure, save_figure
 from .table import format_mean_std

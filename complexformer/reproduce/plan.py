@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._config import ConfigBase
+from ..config import ConfigBase
 from ..models.config import GPTConfig
 from ..training.checkpoint import CHECKPOINTS_DIR, list_checkpoints
 from ..training.config import TrainConfig

@@ -2,7 +2,7 @@
 
 matplotlib is imported only inside the functions (object-oriented Agg canvas, so the global
 backend is left alone) and every PNG is written atomically
-(:func:`complexformer._atomic.atomic_output`).
+(:func:`complexformer.storage.atomic_output`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._atomic import atomic_output
+from ..storage import atomic_output
 from ..training.metrics import METRICS_FILE
 from ..training.plot import read_metrics
 

@@ -36,11 +36,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .._report import write_json
-from .._runtime import cpu_settings
-from .._safe_paths import open_file
 from ..evaluation.genppl import resolve_evaluator
 from ..lm import train
+from ..results import write_json
+from ..runtime import cpu_settings
+from ..storage import open_file
 from ..training.dist import env_world, resolve_device
 from ..training.rundir import run_lock
 from . import table as tables

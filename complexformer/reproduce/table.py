@@ -17,7 +17,7 @@ Transformer Inference Ability via Head-Specific Complex Vector Attention" (2025)
 
 each with :func:`paired_comparison` against RoPE: per seed the difference variant − rope
 (same seed, so the same data order and initialisation seed), its mean, and a two-sided
-paired t-test (:func:`complexformer._stats.paired_t_test`, re-exported here).
+paired t-test (:func:`complexformer.results.paired_t_test`, re-exported here).
 """
 
 from __future__ import annotations
@@ -29,14 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._report import markdown_table, write_report
-from .._stats import (
+from ..results import (
     MIN_PAIRS,
     format_p,
+    markdown_table,
     mean_std,
     paired_t_test,
     regularized_incomplete_beta,
     student_t_two_sided_p,
+    write_report,
 )
 from .variants import TABLE4_LABELS, TABLE_TITLES, TABLES, VARIANTS
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from .._report import write_json
 from ..evaluation.code_suite import run_code_suite
 from ..evaluation.math_suite import run_math_suite
 from ..lm import load_run, train
+from ..results import write_json
 from .evaluate import settings_key
 from .finetune import math_corpus_file, math_problem_file
 from .plan import PlannedRun, ReproduceConfig

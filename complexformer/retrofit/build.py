@@ -7,8 +7,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .._causal_lm import load_causal_lm
-from .._real_lora import RealLoRALinear
+from ..pretrained import RealLoRALinear, load_causal_lm
 from .config import RetrofitConfig
 from .convert import to_cmha
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .._cli import (
+from ..cli.options import (
     add_base,
-    add_deprecated,
     add_device,
     add_run_dir,
     add_set,
@@ -17,7 +16,7 @@ from .._cli import (
     build_configs,
 )
 from ..training import TrainConfig
-from .config import DTYPES, TRAIN_MODES, TRAINING, RetrofitConfig
+from .config import TRAIN_MODES, TRAINING, RetrofitConfig
 from .convert import GQA_MODES, RETROFIT_SCHEMES
 
 __all__ = ["add_retrofit_parser", "cmd_retrofit"]
@@ -100,8 +99,6 @@ def add_retrofit_parser(sub) -> argparse.ArgumentParser:
     r.add_argument(
         "--rank", dest="lora_r", type=int, default=None, help="LoRA rank for --train lora (8)"
     )
-    add_deprecated(r, "--lora-r", "lora_r", type=int)
-    add_deprecated(r, "--dtype", "dtype", choices=DTYPES)
     r.add_argument("--max-steps", type=int, default=None, help="optimizer updates (default 100)")
     r.add_argument("--batch-size", type=int, default=None, help="sequences per update (1)")
     r.add_argument("--grad-accum", type=int, default=None, help="micro-batches per update")

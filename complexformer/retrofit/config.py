@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._config import ConfigBase
+from ..config import ConfigBase
 from .convert import GQA_MODES, RETROFIT_SCHEMES
 
 __all__ = ["DTYPES", "TRAINING", "TRAIN_MODES", "RetrofitConfig"]

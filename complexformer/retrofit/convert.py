@@ -36,8 +36,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .._config import ConfigBase
 from ..attention.polar import polar_rotate
+from ..config import ConfigBase
 
 __all__ = [
     "GQA_MODES",

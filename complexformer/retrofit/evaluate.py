@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from .._runtime import eval_mode
 from ..data import load_corpus, load_token_splits
 from ..data.splits import CHUNK_CHARS
+from ..runtime import eval_mode
 from ..training.evaluate import evaluate_perplexity
 from .io import find_adaptation_dir, load_adaptation
 from .task import wrap_tokenizer

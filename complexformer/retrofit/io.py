@@ -25,8 +25,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .._atomic import atomic_dir, atomic_write_text
-from .._manifest import verify_manifest, write_manifest
+from ..storage import atomic_dir, atomic_write_text, verify_manifest, write_manifest
 from .build import load_base, prepare_model
 from .config import RetrofitConfig
 from .convert import cmha_modules

@@ -17,9 +17,9 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from .._atomic import atomic_write_text
 from ..data import Tokenizer, load_corpus, load_token_splits
 from ..data.prepared import PreparedCorpus
+from ..storage import atomic_write_text
 from ..training.checkpoint import MODEL_FILE
 from ..training.data_start import data_cache_dir, prepare_on_rank0
 from ..training.task import StepLoss, TrainTask

@@ -10,7 +10,7 @@ A checkpoint is a directory ``<out_dir>/checkpoints/step_{step:07d}/`` holding:
 * ``manifest.json`` -- written last: format, step and the sha256 and size of every other
   file.
 
-Nothing is pickled. A checkpoint is written with :func:`complexformer._atomic.atomic_dir`:
+Nothing is pickled. A checkpoint is written with :func:`complexformer.storage.atomic_dir`:
 into a temporary sibling directory (``.tmp-step_...``), every file and the directory are
 fsynced, and only then is it renamed to its final name; so a crash leaves either the complete
 checkpoint or no new ``step_*`` directory at all. :func:`verify_checkpoint` re-hashes the files
@@ -37,17 +37,18 @@ import torch.distributed as tdist
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
-from .._atomic import atomic_dir
-from .._config import ConfigBase
-from .._manifest import (
+from ..config import ConfigBase
+from ..storage import (
     FORMAT,
     MANIFEST,
+    atomic_dir,
     file_entry,
+    refuse_link,
+    remove_entry,
     verify_manifest,
     write_manifest,
     write_manifest_entries,
 )
-from .._safe_paths import refuse_link, remove_entry
 from .config import TrainConfig
 from .dist import all_gather_objects
 from .parts import (
@@ -199,7 +200,7 @@ def save_checkpoint(
     extra: dict[str, Any] | None = None,
     model_tensors: dict[str, torch.Tensor] | None = None,
 ) -> Path:
-    """Write ``root/step_{step:07d}`` atomically (:func:`~complexformer._atomic.atomic_dir`).
+    """Write ``root/step_{step:07d}`` atomically (:func:`~complexformer.storage.atomic_dir`).
 
     An existing checkpoint of the same step is replaced only once the new one is complete.
 

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .._config import ConfigBase
+from ..config import ConfigBase
 from .preempt import check_signal_names
 
 __all__ = ["DEVICES", "SCHEDULES", "TrainConfig"]

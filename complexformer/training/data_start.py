@@ -20,12 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from .._atomic import atomic_dir
-from .._safe_paths import refuse_link
 from ..data import Tokenizer
 from ..data.barrier import clear_stale, publish_failure, publish_ready, wait_ready
 from ..data.prepared import PreparedCorpus, verify_prepared
 from ..data.shards import ShardedTokens, open_shards
+from ..storage import atomic_dir, refuse_link
 from .dist import DistInfo, all_gather_objects
 
 __all__ = ["BARRIER_DIR", "data_cache_dir", "prepare_on_rank0"]

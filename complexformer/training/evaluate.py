@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._runtime import eval_mode
 from ..data import EvalBlocks
+from ..runtime import eval_mode
 from .dist import all_reduce_sum
 
 __all__ = ["evaluate_perplexity"]

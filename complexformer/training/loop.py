@@ -33,10 +33,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.nn.utils import clip_grad_norm_
 from tqdm.auto import tqdm
 
-from .._atomic import atomic_write_text, remove_stale_temporaries
-from .._runtime import cpu_settings
-from .._safe_paths import is_regular_file, read_text
 from ..data import BlockSampler
+from ..runtime import cpu_settings
+from ..storage import atomic_write_text, is_regular_file, read_text, remove_stale_temporaries
 from .activation import checkpoint_blocks
 from .checkpoint import (
     CHECKPOINTS_DIR,

@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._atomic import atomic_write_text
-from .._optional import require
-from .._safe_paths import is_regular_file, open_file
+from ..runtime import require
+from ..storage import atomic_write_text, is_regular_file, open_file
 from .plot import read_metrics
 
 __all__ = ["METRICS_FILE", "MetricsLogger"]
@@ -28,7 +27,7 @@ class MetricsLogger:
         tensorboard: also write scalars to ``<run>/tensorboard`` (needs ``tensorboard``).
 
     The file is opened without following a link and only as a regular file with no other
-    hard link (:func:`~complexformer._safe_paths.open_file`).
+    hard link (:func:`~complexformer.storage.open_file`).
 
     Raises:
         ImportError: ``tensorboard=True`` without the ``tensorboard`` package.

@@ -8,8 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._atomic import atomic_output
-from .._safe_paths import open_file
+from ..storage import atomic_output, open_file
 
 __all__ = ["plot_loss_curves", "read_metrics"]
 
@@ -18,7 +17,7 @@ def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
     """The rows of a ``metrics.jsonl`` file (blank or truncated trailing lines are skipped).
 
     The file is read without following a symbolic link
-    (:class:`~complexformer._safe_paths.SymlinkRefusedError`).
+    (:class:`~complexformer.storage.SymlinkRefusedError`).
     """
     rows = []
     with open_file(path) as f:

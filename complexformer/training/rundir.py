@@ -6,7 +6,7 @@ anything else) or a ``train_config.json`` (a run of an earlier version). A run m
 missing folder, an empty one, one holding only a ``.lock`` (a start that failed early) or a run;
 any other folder is refused before anything in it is touched (:func:`check_run_folder`).
 Inside a run folder nothing is read, written or removed through a symbolic link
-(:mod:`complexformer._safe_paths`).
+(:mod:`complexformer.storage.safe_paths`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._atomic import OLD_PREFIX, TMP_PREFIX, atomic_write_text
-from .._safe_paths import check_tree, is_regular_file, open_fd, refuse_link, remove_entry
+from ..storage import (
+    OLD_PREFIX,
+    TMP_PREFIX,
+    atomic_write_text,
+    check_tree,
+    is_regular_file,
+    open_fd,
+    refuse_link,
+    remove_entry,
+)
 from .checkpoint import CHECKPOINTS_DIR, list_checkpoints
 from .metrics import METRICS_FILE
 

@@ -1,6 +1,6 @@
 """The package's import rules (docs/architecture.md): layers point one way, no cycles,
 imports inside functions only for optional dependencies and in command-line entry points, and
-no module uses another module's private names."""
+no module uses another module's private names; benchmarks/ and examples/ use public names only."""
 
 from __future__ import annotations
 
@@ -9,26 +9,34 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2] / "complexformer"
+REPO = Path(__file__).resolve().parents[2]
+ROOT = REPO / "complexformer"
+#: Code of the repository outside the package that uses it as a user would: public names only.
+OUTSIDE = ("benchmarks", "examples")
 
 #: Layer of each part of the package; a module may import its own part and lower layers only.
 LAYERS: dict[str, int] = {
-    "_shared": 0,  # complexformer/_*.py
-    "attention": 1,
-    "losses": 1,
-    "data": 1,
-    "nn": 2,
-    "models": 3,
-    "training": 4,  # the loop knows tasks, not models
-    "lm": 5,  # the language model's task, runs and final models
-    "cmplxbert": 5,  # below hf: hf holds the transformers classes of both models
-    "retrofit": 6,
-    "hf": 6,
-    "compat": 6,
-    "artifacts": 7,  # one loader for every artifact kind
-    "evaluation": 8,  # above hf: the lm-eval suite exports the run for transformers
-    "reproduce": 9,
-    "_top": 10,  # complexformer/__init__.py, __main__.py, cli.py
+    "storage": 0,  # atomic writes, files opened without following links, manifests, path checks
+    "runtime": 0,  # eval mode and CPU settings for a block, optional dependencies
+    "config": 1,  # the config base and the KEY=VALUE parser (saves through storage)
+    "results": 1,  # tables, result files, statistics over seeds
+    "pretrained": 1,  # pre-trained real models: a causal LM from the hub, the real LoRA layer
+    "cli.options": 2,  # the command line's one vocabulary, for every part's parser
+    "attention": 2,
+    "losses": 2,
+    "data": 2,
+    "nn": 3,
+    "models": 4,
+    "training": 5,  # the loop knows tasks, not models
+    "lm": 6,  # the language model's task, runs and final models
+    "cmplxbert": 6,  # below hf: hf holds the transformers classes of both models
+    "retrofit": 7,
+    "hf": 7,
+    "compat": 7,
+    "artifacts": 8,  # one loader for every artifact kind
+    "evaluation": 9,  # above hf: the lm-eval suite exports the run for transformers
+    "reproduce": 10,
+    "_top": 11,  # complexformer/__init__.py, __main__.py, the cli package's command
 }
 #: Imports a layer rule would allow but the design forbids (CmplxBERT builds on complex
 #: layers, not on the language model; evaluation and CmplxBERT stay independent).
@@ -65,13 +73,33 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+#: The top layer: the package, ``python -m complexformer`` and the ``complexformer`` command
+#: (``complexformer/cli/__init__.py``, run by ``python -m complexformer.cli``).
+TOP = {"complexformer", "complexformer.__main__", "complexformer.cli", "complexformer.cli.__main__"}
+
+
 def _part(module: str) -> str:
-    parts = module.split(".")
-    if len(parts) == 1 or (len(parts) == 2 and parts[1] in ("__main__", "cli")):
+    """The part of ``module``: its sub-package or root module, ``cli.X`` for a module of the
+    ``cli`` package below the command (``cli.options``), ``_top`` for the command itself."""
+    if module in TOP:
         return "_top"
-    if parts[1].startswith("_"):
-        return "_shared"
+    parts = module.split(".")
+    if parts[1] == "cli":
+        return ".".join(parts[1:3])
     return parts[1]
+
+
+def test_every_part_has_a_layer():
+    unknown = sorted({_part(m) for m in MODULES} - set(LAYERS))
+    assert not unknown, f"parts without a layer in LAYERS (docs/architecture.md): {unknown}"
+
+
+def test_no_private_modules_at_the_root():
+    private = sorted(m for m in MODULES if m.count(".") == 1 and _is_private(m.split(".")[1]))
+    assert not private, (
+        "modules at the package's root are public parts with a home by concern "
+        f"(docs/architecture.md), not private modules: {private}"
+    )
 
 
 def _resolve(module: str, node: ast.ImportFrom | ast.Import) -> list[str]:
@@ -205,7 +233,8 @@ def _is_private(name: str) -> bool:
 def _private_module(target: str, importer: str) -> bool:
     """Whether ``target`` is a private module that ``importer`` may not import: one with a
     private part below ``complexformer.X`` (``complexformer.nn._impl``), imported from
-    outside its package. The shared layer ``complexformer._x`` is public to the package."""
+    outside its package (the package's root holds no private module:
+    :func:`test_no_private_modules_at_the_root`)."""
     parts = target.split(".")
     for i in range(2, len(parts)):
         if _is_private(parts[i]) and not importer.startswith(".".join(parts[:i]) + "."):
@@ -252,7 +281,7 @@ def _private_uses(module: str) -> list[tuple[int, str, str]]:
         ):
             target = f"{bound[node.value.id]}.{node.attr}"
             if target in MODULES and not _private_module(target, module):
-                continue  # a shared module, complexformer._x
+                continue  # a private module of the importer's own package
             name = f"{node.value.id}.{node.attr}"
             out.append((node.lineno, name, f"a private name of {bound[node.value.id]}"))
     return out
@@ -270,6 +299,58 @@ def test_no_private_names_from_other_modules():
     assert not stale, f"PRIVATE_NAMES_ALLOWED names uses that are gone: {stale}"
     assert not bad, (
         "private names used across modules (give the helper a public name and a docstring "
-        "in the module where it belongs; complexformer/_x.py modules are public):\n"
-        + "\n".join(bad)
+        "in the module where it belongs):\n" + "\n".join(bad)
+    )
+
+
+def _outside_private_uses(path: Path) -> list[tuple[int, str]]:
+    """(line, what) of every private complexformer module or name that ``path`` imports or
+    reads: ``complexformer._x`` or ``complexformer.x._y`` modules, ``from complexformer.x
+    import _name``, and ``alias._name`` on a complexformer module bound by an import."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out, bound = [], {}
+
+    def private_parts(name: str) -> bool:
+        return any(_is_private(p) for p in name.split(".")[1:])
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] != "complexformer":
+                    continue
+                if private_parts(a.name):
+                    out.append((node.lineno, f"private module {a.name}"))
+                bound[a.asname or "complexformer"] = a.name if a.asname else "complexformer"
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] != "complexformer":
+                continue
+            if private_parts(node.module):
+                out.append((node.lineno, f"private module {node.module}"))
+            for a in node.names:
+                if _is_private(a.name):
+                    out.append((node.lineno, f"private name {a.name} of {node.module}"))
+                elif f"{node.module}.{a.name}" in MODULES:
+                    bound[a.asname or a.name] = f"{node.module}.{a.name}"
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+            and _is_private(node.attr)
+        ):
+            out.append((node.lineno, f"private name {node.value.id}.{node.attr}"))
+    return out
+
+
+def test_benchmarks_and_examples_import_only_public_names():
+    files = [p for d in OUTSIDE for p in sorted((REPO / d).rglob("*.py"))]
+    assert files, f"no Python files under {OUTSIDE}"
+    bad = [
+        f"{path.relative_to(REPO)}:{line} uses {what}"
+        for path in files
+        for line, what in _outside_private_uses(path)
+    ]
+    assert not bad, (
+        "benchmarks/ and examples/ use the package as a user does, through public names "
+        "(give the helper a public name and a docstring where it belongs):\n" + "\n".join(bad)
     )

@@ -30,11 +30,11 @@ import pytest
 import torch
 from tqdm import tqdm
 
-from complexformer._atomic import OLD_PREFIX, TMP_PREFIX, atomic_dir, remove_stale_temporaries
 from complexformer.data.tokenizer import Tokenizer
 from complexformer.lm import load_run
 from complexformer.lm.final import save_final_model
 from complexformer.models import ComplexFormerLM, GPTConfig
+from complexformer.storage import OLD_PREFIX, TMP_PREFIX, atomic_dir, remove_stale_temporaries
 from complexformer.training import TrainConfig, load_checkpoint, save_checkpoint
 from complexformer.training.checkpoint import capture_rng_state
 from tests.hf.hf_testlib import tiny_tokenizer

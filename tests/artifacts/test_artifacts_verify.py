@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from complexformer._manifest import MANIFEST, ManifestError
 from complexformer.artifacts import detect_kind, load_artifact
 from complexformer.cli import main
 from complexformer.data.tokenizer import META_FILE, Tokenizer
 from complexformer.lm import load_run
 from complexformer.models import ComplexFormerLM
+from complexformer.storage import MANIFEST, ManifestError
 from complexformer.training import load_checkpoint
 from tests.artifacts.test_artifacts import TRAIN
 from tests.common_testlib import write_corpus

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import attention
 from benchmarks.render import DOCS_MD, render_section
-from complexformer._runtime import cpu_settings
+from complexformer.runtime import cpu_settings
 
 REPEATS = 2
 

@@ -1,5 +1,6 @@
-"""The CmplxBERT commands end to end on a tiny BERT saved with a real tokenizer: complexify
-(MLM pre-training, resume), analyze-embeddings, finetune; and their error messages."""
+"""The CmplxBERT commands end to end on a tiny BERT saved with a real tokenizer:
+cbert-complexify (MLM pre-training, resume), cbert-embeddings, cbert-finetune; and their error
+messages."""
 
 from __future__ import annotations
 

@@ -9,8 +9,12 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from complexformer._manifest import ManifestError, verify_manifest, write_manifest
-from complexformer._safe_paths import SymlinkRefusedError
+from complexformer.storage import (
+    ManifestError,
+    SymlinkRefusedError,
+    verify_manifest,
+    write_manifest,
+)
 from tests.cmplxbert.lora_testlib import batch, tiny_model
 
 pytest.importorskip("transformers")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from complexformer._safe_paths import SymlinkRefusedError
 from complexformer.cmplxbert import finetune, start_report, study
+from complexformer.storage import SymlinkRefusedError
 
 pytest.importorskip("matplotlib")
 

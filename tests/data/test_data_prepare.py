@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 
-from complexformer._manifest import ManifestError
 from complexformer.cli import main
 from complexformer.data import get_tokenizer, load_corpus, load_token_splits
 from complexformer.data.barrier import (
@@ -27,6 +26,7 @@ from complexformer.data.prepare import prepare_corpus
 from complexformer.data.prepared import PreparedCorpus, verify_prepared
 from complexformer.data.shards import ShardedTokens, ShardWriter
 from complexformer.data.splits import SPLITS
+from complexformer.storage import ManifestError
 from tests.common_testlib import write_corpus
 
 VOCAB = 300

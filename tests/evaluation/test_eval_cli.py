@@ -163,10 +163,6 @@ def test_evaluate_errors(make_tiny_run, capsys):
     run = str(make_tiny_run("cmha"))
     assert main(["evaluate", "--model", run, run, "--suite", "text"]) == 2
     assert "only by --suite extrapolation" in capsys.readouterr().err
-    # the old spelling stays for one release, with a warning
-    assert main(["evaluate", "--ckpt", run, "--ckpt", run, "--suite", "heads"]) == 2
-    err = capsys.readouterr().err
-    assert "--ckpt is deprecated" in err and "only by --suite extrapolation" in err
 
 
 def _evaluate_parser():
@@ -178,7 +174,7 @@ def _evaluate_parser():
 
 
 def test_the_parser_lists_every_registered_suite_and_its_options():
-    from complexformer._cli import VOCABULARY
+    from complexformer.cli.options import VOCABULARY
     from complexformer.evaluation.cli import register_suites
 
     parser = _evaluate_parser()

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from complexformer._config import ConfigBase
+from complexformer.config import ConfigBase
 from complexformer.evaluation import (  # noqa: F401  (registers the suites)
     code_suite,
     extrapolation,

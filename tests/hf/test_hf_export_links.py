@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from complexformer._safe_paths import SymlinkRefusedError
 from complexformer.hf.export import is_export_dir, save_hf
+from complexformer.storage import SymlinkRefusedError
 from tests.hf.hf_testlib import tiny_lm
 
 

@@ -12,7 +12,6 @@ import random
 import pytest
 import torch
 
-from complexformer._safe_paths import SymlinkRefusedError
 from complexformer.cli import main
 from complexformer.models import ComplexFormerLM
 from complexformer.models.config import GPTConfig, preset_fields
@@ -32,6 +31,7 @@ from complexformer.reproduce.ladder_fit import (
 )
 from complexformer.reproduce.ladder_report import ladder_payload
 from complexformer.reproduce.variants import SCALES
+from complexformer.storage import SymlinkRefusedError
 
 TINY = LADDERS["tiny"]
 

@@ -58,9 +58,9 @@ def test_mean_and_sample_std():
 
 
 def test_paired_t_test_hand_computed():
-    from complexformer import _stats
+    from complexformer import results
 
-    assert paired_t_test is _stats.paired_t_test  # one home, re-exported by reproduce
+    assert paired_t_test is results.paired_t_test  # one home, re-exported by reproduce
     # d = [1, 2, 3]: mean 2, s = 1, t = 2 / (1 / sqrt 3) = 3.4641, df 2.
     r = paired_t_test([1.0, 2.0, 3.0])
     assert r["n"] == 3 and r["mean"] == 2.0 and r["std"] == 1.0 and r["df"] == 2

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from complexformer import _atomic
-from complexformer._atomic import (
+from complexformer.models import ComplexFormerLM, GPTConfig
+from complexformer.storage import (
+    atomic,
     atomic_dir,
     atomic_output,
     atomic_write_text,
     remove_stale_temporaries,
 )
-from complexformer.models import ComplexFormerLM, GPTConfig
 
 
 @pytest.fixture(params=[0o022, 0o077, 0o002])
@@ -77,7 +77,7 @@ def test_a_crash_between_the_renames_is_recovered(tmp_path, monkeypatch):
         if Path(dst).parent.name.startswith(".old-model-"):
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(_atomic.os, "replace", replace)
+    monkeypatch.setattr(atomic.os, "replace", replace)
     with pytest.raises(KeyboardInterrupt), atomic_dir(final) as tmp:
         (tmp / "v").write_text("new")
     monkeypatch.undo()

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from complexformer._atomic import atomic_dir, atomic_output, atomic_write_text
-from complexformer._safe_paths import (
+from complexformer.storage import (
     SymlinkRefusedError,
+    atomic_dir,
+    atomic_output,
+    atomic_write_text,
     check_no_links,
     open_file,
     read_text,

@@ -10,10 +10,16 @@ import pytest
 import torch
 from torch import nn
 
-from complexformer._config import ConfigBase, parse_overrides, parse_value, unknown_key_error
-from complexformer._manifest import ManifestError, update_manifest, verify_manifest, write_manifest
-from complexformer._paths import looks_local, require_local_or_hub
-from complexformer._runtime import cpu_settings, eval_mode
+from complexformer.config import ConfigBase, parse_overrides, parse_value, unknown_key_error
+from complexformer.runtime import cpu_settings, eval_mode
+from complexformer.storage import (
+    ManifestError,
+    looks_local,
+    require_local_or_hub,
+    update_manifest,
+    verify_manifest,
+    write_manifest,
+)
 
 
 @dataclass

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import complexformer.training.checkpoint as ckpt_mod
-from complexformer._atomic import remove_stale_temporaries
 from complexformer.lm import checkpoint_config, model_from_checkpoint
 from complexformer.models import ComplexFormerLM, GPTConfig
+from complexformer.storage import remove_stale_temporaries
 from complexformer.training import (
     CheckpointError,
     TrainConfig,

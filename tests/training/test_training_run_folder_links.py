@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from complexformer._atomic import remove_stale_temporaries
-from complexformer._safe_paths import SymlinkRefusedError
 from complexformer.cli import main
 from complexformer.lm import run_prompt, train
+from complexformer.storage import SymlinkRefusedError, remove_stale_temporaries
 from complexformer.training import MetricsLogger
 from complexformer.training.checkpoint import (
     list_checkpoints,

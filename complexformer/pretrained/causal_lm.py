@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from ._optional import require
-from ._paths import require_local_or_hub
+from ..runtime import require
+from ..storage import require_local_or_hub
 
 __all__ = [
     "SHORTHANDS",

@@ -13,9 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-from ._cli import (
+from ..runtime import cpu_settings, missing_extra, require
+from .options import (
     add_base,
-    add_deprecated,
     add_device,
     add_model,
     add_run_dir,
@@ -24,10 +24,7 @@ from ._cli import (
     add_threads,
     add_verify,
     build_configs,
-    check_required,
-    rewrite_deprecated_command,
 )
-from ._optional import missing_extra
 
 _EPILOG_TRAIN = """\
 examples:
@@ -50,11 +47,11 @@ true/false, null), else as a string.
 
 # ---------------------------------------------------------------------- subcommands
 def cmd_train(args: argparse.Namespace) -> int:
-    from .artifacts import load_artifact
-    from .lm import load_run, run_prompt, train
-    from .models.config import GPTConfig, preset_config
-    from .models.sampling import check_sampling_args
-    from .training import TrainConfig
+    from ..artifacts import load_artifact
+    from ..lm import load_run, run_prompt, train
+    from ..models.config import GPTConfig, preset_config
+    from ..models.sampling import check_sampling_args
+    from ..training import TrainConfig
 
     if args.sample_tokens:  # refuse a bad sampling setting before training, not after
         check_sampling_args(args.temperature, args.top_p, 0)
@@ -94,7 +91,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from .data.prepare import PrepareConfig, prepare_corpus
+    from ..data.prepare import PrepareConfig, prepare_corpus
 
     cfg = PrepareConfig(**build_configs(args, {"prepare": PrepareConfig})["prepare"])
     prepare_corpus(
@@ -115,7 +112,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def _add_prepare_parser(sub, fmt) -> None:
-    from .data.prepare import PrepareConfig
+    from ..data.prepare import PrepareConfig
 
     p = sub.add_parser(
         "prepare",
@@ -162,8 +159,7 @@ def _add_prepare_parser(sub, fmt) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from ._runtime import cpu_settings
-    from .artifacts import load_artifact
+    from ..artifacts import load_artifact
 
     prompt = args.prompt
     if args.prompt_file is not None:
@@ -186,8 +182,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from ._runtime import cpu_settings
-    from .artifacts import load_artifact
+    from ..artifacts import load_artifact
 
     with cpu_settings(args.threads):
         artifact = load_artifact(args.model, verify=args.verify)
@@ -196,12 +191,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def _export_cmplxbert(args: argparse.Namespace) -> int:
-    from ._optional import require
-    from ._runtime import cpu_settings
-
     require("transformers", "hf", "complexformer export")
-    from .cmplxbert.loading import is_cmplxbert_dir
-    from .hf.export_cmplxbert import export_cmplxbert
+    from ..cmplxbert.loading import is_cmplxbert_dir
+    from ..hf.export_cmplxbert import export_cmplxbert
 
     src = Path(args.model)
     src = src if is_cmplxbert_dir(src) else src / "model"
@@ -217,9 +209,7 @@ def _export_cmplxbert(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ._optional import require
-    from ._runtime import cpu_settings
-    from .artifacts import detect_kind
+    from ..artifacts import detect_kind
 
     kind = detect_kind(args.model)
     if kind == "cmplxbert":
@@ -237,7 +227,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             )
         )
     if kind not in ("lm-run", "lm-checkpoint", "lm-model", "export"):
-        from .artifacts.artifact import DESCRIPTIONS
+        from ..artifacts.artifact import DESCRIPTIONS
 
         raise ValueError(
             f"export writes ComplexFormer language models for transformers; {args.model} is "
@@ -250,7 +240,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             )
         )
     require("transformers", "hf", "an export for transformers")
-    from .hf.export import export_run
+    from ..hf.export import export_run
 
     with cpu_settings(args.threads):
         out = export_run(args.model, args.out, device=args.device, verify=args.verify)
@@ -265,9 +255,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------- parser
 def _add_train_parser(sub, fmt) -> None:
-    from .attention.registry import describe_schemes
-    from .models.config import PRESETS, GPTConfig, describe_presets
-    from .training import TrainConfig
+    from ..attention.registry import describe_schemes
+    from ..models.config import PRESETS, GPTConfig, describe_presets
+    from ..training import TrainConfig
 
     t = sub.add_parser(
         "train",
@@ -296,7 +286,6 @@ def _add_train_parser(sub, fmt) -> None:
         "continued training: start from this ComplexFormer run, checkpoint or model (its "
         "weights, tokenizer and config; fresh optimizer and schedule; --preset is ignored)",
     )
-    add_deprecated(t, "--init-from", "base")
     add_verify(t)
     t.add_argument(
         "--seq-len",
@@ -442,10 +431,10 @@ def _add_info_export_parsers(sub) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``complexformer`` parser with every subcommand."""
-    from .cmplxbert.cli import add_cbert_parsers
-    from .evaluation.cli import add_evaluate_parser
-    from .reproduce.cli import add_reproduce_parser
-    from .retrofit.cli import add_retrofit_parser
+    from ..cmplxbert.cli import add_cbert_parsers
+    from ..evaluation.cli import add_evaluate_parser
+    from ..reproduce.cli import add_reproduce_parser
+    from ..retrofit.cli import add_retrofit_parser
 
     fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(
@@ -477,13 +466,11 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``complexformer`` console script."""
-    argv = rewrite_deprecated_command(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     sub = _subparser(parser, args.command) or parser
     if unknown:  # reported by the subcommand, which names itself
         sub.error(f"unrecognized arguments: {' '.join(unknown)}")
-    check_required(sub, args)
     try:
         return args.func(args)
     except (ValueError, OSError, KeyError, ImportError) as e:
@@ -496,7 +483,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; resume with --resume", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

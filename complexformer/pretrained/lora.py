@@ -45,4 +45,5 @@ class RealLoRALinear(nn.Module):
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
 
     def forward(self, x: Tensor) -> Tensor:
+        """The base layer's output plus the scaled low-rank update of ``x`` (..., in)."""
         return self.base_layer(x) + self.scaling * (self.dropout(x) @ self.lora_A.T @ self.lora_B.T)

@@ -1,5 +1,4 @@
-"""The command line's one vocabulary: shared options, one list convention, ``--set``, and the
-old spellings kept for one release.
+"""The command line's one vocabulary: shared options, one list convention and ``--set``.
 
 Every subcommand builds its parser from these helpers, so that one setting has one flag
 everywhere: ``--model`` is an artifact to read, ``--base`` a model to convert or start from,
@@ -7,25 +6,23 @@ everywhere: ``--model`` is an artifact to read, ``--base`` a model to convert or
 adapters' rank, ``--preset`` a named model configuration and ``--recipe`` a named set of
 training defaults. Lists are written with spaces (``--seeds 0 1 2``; repeating the flag
 appends). ``tests/test_cli_vocabulary.py`` walks every parser against :data:`VOCABULARY`.
+
+The module lives beside the command (:mod:`complexformer.cli`) on a low layer of its own
+(docs/architecture.md): each part's ``cli.py`` builds its subcommand's parser from it.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from ._config import ConfigBase, parse_overrides, unknown_key_error
+from ..config import ConfigBase, parse_overrides, unknown_key_error
 
 __all__ = [
-    "DEPRECATED_COMMANDS",
-    "DEPRECATED_OPTIONS",
     "VOCABULARY",
     "add_base",
-    "check_required",
-    "add_deprecated",
     "add_device",
     "add_model",
     "add_run_dir",
@@ -37,7 +34,6 @@ __all__ = [
     "build_configs",
     "float_list",
     "int_list",
-    "rewrite_deprecated_command",
     "route_overrides",
 ]
 
@@ -167,86 +163,6 @@ VOCABULARY: dict[str, str] = {
     "--lm-eval-tasks-path": "print the folder of the shipped lm-evaluation-harness tasks",
 }
 
-#: Old spellings kept as hidden aliases for one release: old flag -> new flag.
-DEPRECATED_OPTIONS: dict[str, str] = {
-    "--ckpt": "--model",
-    "--init-from": "--base",
-    "--max-len": "--seq-len",
-    "--lora-r": "--rank",
-    "--dtype": "--set dtype=",
-}
-
-#: Old command names kept for one release: old -> new.
-DEPRECATED_COMMANDS: dict[str, str] = {
-    "complexify": "cbert-complexify",
-    "finetune": "cbert-finetune",
-    "analyze-embeddings": "cbert-embeddings",
-}
-
-
-def _warn(old: str, new: str) -> None:
-    print(
-        f"complexformer: {old} is deprecated and goes in the next release; use {new}",
-        file=sys.stderr,
-    )
-
-
-def rewrite_deprecated_command(argv: list[str]) -> list[str]:
-    """Map an old command name (first word of ``argv``) to its new one, with a warning."""
-    if argv and argv[0] in DEPRECATED_COMMANDS:
-        new = DEPRECATED_COMMANDS[argv[0]]
-        _warn(f"the command '{argv[0]}'", f"'{new}'")
-        return [new, *argv[1:]]
-    return argv
-
-
-class _Deprecated(argparse.Action):
-    """A hidden old flag: warns, then stores into the new flag's destination."""
-
-    def __init__(self, option_strings, dest, new_flag: str = "", store=None, **kwargs):
-        self.new_flag = new_flag
-        self.store = store
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        _warn(option_string, self.new_flag)
-        if self.store is not None:
-            values = self.store(namespace, values)
-        if isinstance(values, list) and isinstance(getattr(namespace, self.dest, None), list):
-            values = [*getattr(namespace, self.dest), *values]
-        setattr(namespace, self.dest, values)
-
-
-def add_deprecated(
-    p: argparse.ArgumentParser,
-    old: str,
-    dest: str,
-    *,
-    store: Callable[[argparse.Namespace, Any], Any] | None = None,
-    **kwargs: Any,
-) -> None:
-    """Add ``old`` as a hidden alias of the option whose destination is ``dest``.
-
-    Args:
-        p: the parser.
-        old: the old flag, a key of :data:`DEPRECATED_OPTIONS`.
-        dest: the new option's destination.
-        store: maps (namespace, parsed value) to the value to store (e.g. into a list).
-        **kwargs: ``type``/``nargs`` of the old flag.
-    """
-    if old not in DEPRECATED_OPTIONS:
-        raise ValueError(f"{old} is not in DEPRECATED_OPTIONS")
-    p.add_argument(
-        old,
-        dest=dest,
-        action=_Deprecated,
-        new_flag=DEPRECATED_OPTIONS[old],
-        store=store,
-        help=argparse.SUPPRESS,
-        default=argparse.SUPPRESS,
-        **kwargs,
-    )
-
 
 # ---------------------------------------------------------------------- list values
 def _list_of(kind: Callable[[str], Any], name: str) -> Callable[[str], Any]:
@@ -275,22 +191,13 @@ float_list = _list_of(float, "a number")
 def add_model(
     p: argparse.ArgumentParser, help: str, *, required: bool = True, many: bool = False
 ) -> None:
-    """``--model``: the artifact(s) to read; ``--ckpt`` stays as a hidden alias."""
+    """``--model``: the artifact to read, or several with ``many``."""
     if many:
-        p.add_argument("--model", nargs="+", action="extend", metavar="PATH", help=help)
-        add_deprecated(p, "--ckpt", "model", nargs=1)
+        p.add_argument(
+            "--model", nargs="+", action="extend", required=required, metavar="PATH", help=help
+        )
     else:
-        p.add_argument("--model", metavar="PATH", help=help)
-        add_deprecated(p, "--ckpt", "model")
-    if required:  # checked by check_required: the old spelling may have filled it
-        p.set_defaults(required_options=[*(p.get_default("required_options") or []), "model"])
-
-
-def check_required(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Exit with argparse's message when an option that has an old spelling is missing."""
-    for dest in getattr(args, "required_options", None) or []:
-        if getattr(args, dest, None) is None:
-            parser.error(f"the following arguments are required: --{dest.replace('_', '-')}")
+        p.add_argument("--model", required=required, metavar="PATH", help=help)
 
 
 def add_base(p: argparse.ArgumentParser, help: str, **kwargs: Any) -> None:
@@ -335,6 +242,7 @@ def add_threads(p: argparse.ArgumentParser, dest: str = "threads") -> None:
 
 
 def add_device(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
+    """``--device``: auto, cpu or cuda (``default`` None leaves it to the config)."""
     p.add_argument(
         "--device",
         default=default,
@@ -422,7 +330,7 @@ def build_configs(
     """
     names = {n: set(_field_names(c)) for n, c in configs.items()}
     out: dict[str, dict[str, Any]] = {n: dict((defaults or {}).get(n, {})) for n in configs}
-    skip = {"set", "func", "command", "required_options", *exclude}
+    skip = {"set", "func", "command", *exclude}
     given = {k: v for k, v in vars(args).items() if v is not None and k not in skip}
     for n, keys in names.items():
         out[n].update({k: v for k, v in given.items() if k in keys})

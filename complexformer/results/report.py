@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._atomic import atomic_write_text
+from ..storage import atomic_write_text
 
 __all__ = ["jsonable", "markdown_table", "text_table", "write_json", "write_report"]
 

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ._atomic import atomic_write_text
-from ._safe_paths import read_text
+from .atomic import atomic_write_text
+from .safe_paths import read_text
 
 __all__ = [
     "FORMAT",

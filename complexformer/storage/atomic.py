@@ -12,7 +12,7 @@ after; a crash between the two renames leaves ``<name>`` missing and its previou
 state in the ``.old-*`` directory, which :func:`remove_stale_temporaries` moves back.
 
 A symbolic link at the final name is refused with
-:class:`~complexformer._safe_paths.SymlinkRefusedError` naming it, before anything is written
+:class:`~complexformer.storage.SymlinkRefusedError` naming it, before anything is written
 and again just before the rename: the package never writes through a link, and never
 replaces one it did not make.
 """
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from ._safe_paths import refuse_link
+from .safe_paths import refuse_link
 
 __all__ = [
     "OLD_PREFIX",

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ._atomic import atomic_write_text
+from .storage import atomic_write_text
 
 __all__ = ["ConfigBase", "parse_overrides", "parse_value", "unknown_key_error"]
 

@@ -1,0 +1,14 @@
+"""What the code runs with: torch's modes and CPU settings for a block, and the optional
+packages.
+
+- :mod:`~complexformer.runtime.settings`: :func:`eval_mode` and :func:`cpu_settings`, context
+  managers that restore the previous state;
+- :mod:`~complexformer.runtime.optional`: :func:`require` imports an optional package or
+  names the extra that installs it; :func:`missing_extra` turns such an import error into the
+  command line's message.
+"""
+
+from .optional import EXTRAS, missing_extra, require
+from .settings import cpu_settings, eval_mode
+
+__all__ = ["EXTRAS", "cpu_settings", "eval_mode", "missing_extra", "require"]
