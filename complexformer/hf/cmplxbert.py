@@ -203,7 +203,7 @@ class CmplxBertPreTrainedModel(PreTrainedModel):
                 f"{unknown[:4]}, missing trainable tensors {missing[:4]}"
             )
         want = getattr(config, "frozen_sha256", None)
-        if want and frozen_fingerprint(model) != want:
+        if want and frozen_fingerprint(model, model._trainable) != want:
             raise ValueError(
                 f"the base model {base} is not the one {d} was trained on (its frozen real "
                 "weights differ); pass base_model_name_or_path= with the right one"
@@ -321,7 +321,10 @@ class CmplxBertPreTrainedModel(PreTrainedModel):
         keep = self._keys_to_ignore_on_save
         self._keys_to_ignore_on_save = None
         self.config.saved_weights = weights
-        self.config.frozen_sha256 = frozen_fingerprint(self) if weights == "trainable" else None
+        trainable_only = weights == "trainable"
+        self.config.frozen_sha256 = (
+            frozen_fingerprint(self, self._trainable) if trainable_only else None
+        )
         if weights == "trainable":
             state = kwargs.pop("state_dict", None) or self.state_dict()
             kwargs["state_dict"] = {k: v for k, v in state.items() if k in self._trainable}
@@ -447,11 +450,12 @@ def _saved_weights_of(d: Path) -> str | None:
         return None
 
 
-def frozen_fingerprint(model: nn.Module) -> str:
-    """sha256 over the names and bytes of the tensors that do not train (the real BERT's
-    weights), in name order: what a model saved with only what trains must be rebuilt on."""
+def frozen_fingerprint(model: nn.Module, trainable: frozenset[str] | set[str]) -> str:
+    """sha256 over the names and bytes of the state-dict entries not in ``trainable`` (the real
+    BERT's weights), in name order: what a model saved with only what trains must be rebuilt
+    on. ``trainable`` is the model's own record (``_trainable``), not ``requires_grad``, which
+    ``merge_and_unload`` clears."""
     h = hashlib.sha256()
-    trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     for name, t in sorted(model.state_dict().items()):
         if name in trainable:
             continue
