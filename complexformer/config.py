@@ -8,17 +8,37 @@ overrides through :func:`parse_overrides`.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
+import functools
+import inspect
 import json
 import os
+import re
+import sys
 from collections.abc import Iterable
+from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .storage import atomic_write_text
 
-__all__ = ["ConfigBase", "parse_overrides", "parse_value", "unknown_key_error"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = [
+    "ConfigBase",
+    "NamedConfigs",
+    "field_docs",
+    "named_configs",
+    "parse_overrides",
+    "parse_value",
+    "read_toml",
+    "unknown_key_error",
+]
 
 C = TypeVar("C", bound="ConfigBase")
 
@@ -139,3 +159,167 @@ class ConfigBase:
         except json.JSONDecodeError as e:
             raise ValueError(f"{p} is not valid JSON: {e}") from None
         return cls.from_dict(data)
+
+
+# ---------------------------------------------------------------------- field documentation
+_SECTION = re.compile(r"^(\s*)Attributes:\s*$")
+_ENTRY = re.compile(r"^(\w+)(?:\s*\([^)]*\))?:\s*(.*)$")
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's text in the ``Attributes:`` section of a Google-style class docstring.
+
+    The classes of the method resolution order are read from the base up, so a subclass's
+    entry wins. Inline markup (````x````, ``:class:`x``` and the like) becomes plain text.
+
+    Args:
+        cls: a class whose docstring lists its fields under ``Attributes:``.
+
+    Returns:
+        field name -> its text on one line (fields without an entry are absent).
+    """
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        doc = inspect.cleandoc(klass.__dict__.get("__doc__") or "")
+        out.update(_attribute_entries(doc.splitlines()))
+    return out
+
+
+def _attribute_entries(lines: list[str]) -> dict[str, str]:
+    entries: dict[str, list[str]] = {}
+    inside, indent, name = False, None, None
+    for line in lines:
+        if not inside:
+            inside = bool(_SECTION.match(line))
+            continue
+        if line.strip() and not line.startswith(" "):
+            break  # the next section
+        if not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        indent = depth if indent is None else indent
+        match = _ENTRY.match(line.strip()) if depth == indent else None
+        if match:
+            name = match.group(1)
+            entries[name] = [match.group(2)]
+        elif name is not None:
+            entries[name].append(line.strip())
+    return {k: _plain(" ".join(v)) for k, v in entries.items()}
+
+
+def _plain(text: str) -> str:
+    text = re.sub(r":\w+:`~?([^`]+)`", lambda m: m.group(1).rpartition(".")[2], text)
+    return re.sub(r"\*(\w[^*]*)\*", r"\1", text.replace("``", ""))
+
+
+# ---------------------------------------------------------------------- TOML files
+def read_toml(path: str | os.PathLike) -> dict[str, Any]:
+    """A TOML file as a dict.
+
+    Raises:
+        FileNotFoundError: no such file (the path is named).
+        ValueError: the file is not valid TOML (the path and the parser's message).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"config file {p} not found")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{p} is not valid TOML: {e}") from None
+
+
+def _merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class NamedConfigs:
+    """Named configurations read from one TOML file of the package's ``configs`` folder.
+
+    Each top-level table is one configuration. ``description`` is its line for ``--help``;
+    ``extends = "NAME"`` starts it from another one of the file, whose tables are merged key
+    by key, so that a configuration is written as a base plus its differences.
+
+    Attributes:
+        kind: what a name is, for error messages (``"preset"``, ``"recipe"``).
+        entries: name -> its fields, ``extends`` resolved.
+        descriptions: name -> its one-line description.
+    """
+
+    kind: str
+    entries: dict[str, dict[str, Any]]
+    descriptions: dict[str, str]
+
+    def names(self) -> list[str]:
+        """The names, in the file's order."""
+        return list(self.entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.entries
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, name: str) -> dict[str, Any]:
+        """A copy of the fields of ``name``.
+
+        Raises:
+            ValueError: an unknown name (the closest valid names are named).
+        """
+        if name not in self.entries:
+            raise unknown_key_error(name, self.names(), self.kind)
+        return copy.deepcopy(self.entries[name])
+
+    def describe(self, width: int = 8) -> str:
+        """One ``name  description`` line per configuration, for ``--help``."""
+        return "\n".join(f"  {n:<{width}}{self.descriptions.get(n, '')}" for n in self.entries)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], kind: str, source: str = "") -> NamedConfigs:
+        """Resolve ``extends`` and split off the descriptions.
+
+        Raises:
+            ValueError: ``extends`` names an unknown configuration or makes a cycle.
+        """
+        resolved: dict[str, dict[str, Any]] = {}
+
+        def resolve(name: str, chain: tuple[str, ...]) -> dict[str, Any]:
+            if name in chain:
+                raise ValueError(f"{source}: {kind} {name!r} extends itself ({' -> '.join(chain)})")
+            if name not in data:
+                raise unknown_key_error(name, list(data), f"{kind} to extend in {source}")
+            if name not in resolved:
+                entry = dict(data[name])
+                entry.pop("description", None)
+                parent = entry.pop("extends", None)
+                base = resolve(parent, (*chain, name)) if parent else {}
+                resolved[name] = _merged(base, entry)
+            return resolved[name]
+
+        for name in data:
+            resolve(name, ())
+        descriptions = {n: str(v.get("description", "")) for n, v in data.items()}
+        return cls(kind, {n: resolved[n] for n in data}, descriptions)
+
+
+@functools.cache
+def named_configs(filename: str, kind: str, package: str = "complexformer.configs") -> NamedConfigs:
+    """The named configurations of ``filename`` in ``package``'s data (read once).
+
+    Args:
+        filename: a TOML file of the package, such as ``"presets.toml"``.
+        kind: what a name is, for error messages.
+        package: the package that ships the file.
+    """
+    text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    return NamedConfigs.from_dict(tomllib.loads(text), kind, f"{package}/{filename}")

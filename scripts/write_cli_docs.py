@@ -98,6 +98,15 @@ def render() -> str:
         "- `--set KEY=VALUE ...` overrides any field of the configs a command builds "
         "(`NAME.KEY=VALUE` where two configs share a field); the fields are listed in each "
         "command's `--set` help.",
+        "- `--config FILE` reads the same fields from a TOML file (`KEY = VALUE` lines, or "
+        '`[NAME]` tables where two configs share a field; `preset = "NAME"` on `train`, '
+        '`recipe = "NAME"` on the CmplxBERT commands). Later sources win: the preset or '
+        "recipe, the file, the options given, `--set`.",
+        "- Options that set a config field are declared by the field: their type, default "
+        "and help come from the config dataclass and its `Attributes:` documentation.",
+        "- The named configurations are TOML files shipped in `complexformer/configs/` "
+        "(`presets.toml`, `cmplxbert_recipes.toml`), each table a base plus its differences "
+        "(`extends`); a file of your own in the same format is a `--config` file.",
         "- Bad input ends with one line, `complexformer COMMAND: error: ...`, and exit status 2.",
         "",
         "Renamed before the first release (the old names are not accepted):",

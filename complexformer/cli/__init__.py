@@ -17,6 +17,7 @@ from ..runtime import cpu_settings, missing_extra, require
 from .options import (
     add_base,
     add_device,
+    add_fields,
     add_model,
     add_run_dir,
     add_set,
@@ -24,6 +25,7 @@ from .options import (
     add_threads,
     add_verify,
     build_configs,
+    config_choice,
 )
 
 _EPILOG_TRAIN = """\
@@ -41,20 +43,23 @@ tie_embeddings, delta_init, pcl, pcl_epsilon, pcl_tau, pcl_target, pcl_reduce, .
 the training config (TrainConfig: lr,
 batch_size, grad_accum, warmup_frac, min_lr_ratio, weight_decay, grad_clip, eval_every,
 eval_blocks, save_every, keep_last, ...). VALUE is read as JSON when it parses (numbers,
-true/false, null), else as a string.
+true/false, null), else as a string. --config FILE reads the same fields from a TOML file
+(and `preset = "NAME"`); the options given and --set win over it.
 """
 
 
 # ---------------------------------------------------------------------- subcommands
-def cmd_train(args: argparse.Namespace) -> int:
-    from ..artifacts import load_artifact
-    from ..lm import load_run, run_prompt, train
+def train_configs(args: argparse.Namespace):
+    """The model and training configs of ``complexformer train`` from its parsed options:
+    the preset (or the ``--base`` run's config), then ``--config``, the options and ``--set``.
+
+    Returns:
+        ``(GPTConfig, TrainConfig)``.
+    """
+    from ..lm import load_run
     from ..models.config import GPTConfig, preset_config
-    from ..models.sampling import check_sampling_args
     from ..training import TrainConfig
 
-    if args.sample_tokens:  # refuse a bad sampling setting before training, not after
-        check_sampling_args(args.temperature, args.top_p, 0)
     kw = build_configs(
         args, {"model": GPTConfig, "train": TrainConfig}, exclude=("base", "preset", "prompt")
     )
@@ -63,8 +68,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         model_cfg = init.model_config.replace(**kw["model"])
         kw["train"]["init_from"] = args.base
     else:
-        model_cfg = preset_config(args.preset, **kw["model"])
-    train_cfg = TrainConfig(**kw["train"])
+        model_cfg = preset_config(config_choice(args, "preset", "tiny"), **kw["model"])
+    return model_cfg, TrainConfig(**kw["train"])
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ..artifacts import load_artifact
+    from ..lm import run_prompt, train
+    from ..models.sampling import check_sampling_args
+
+    if args.sample_tokens:  # refuse a bad sampling setting before training, not after
+        check_sampling_args(args.temperature, args.top_p, 0)
+    model_cfg, train_cfg = train_configs(args)
     summary = train(
         model_cfg,
         train_cfg,
@@ -125,32 +140,9 @@ def _add_prepare_parser(sub, fmt) -> None:
         "  complexformer train --preset tiny --data prepared:data/corpus --out runs/big\n",
         formatter_class=fmt,
     )
-    p.add_argument(
-        "--data",
-        default=None,
-        help="corpus spec, as train takes it: stdlib (default), shakespeare, text:GLOB or "
-        "hf:NAME[:CONFIG]",
-    )
+    add_fields(p, PrepareConfig, "data")
     p.add_argument("--out", required=True, help="the folder to write (new or empty)")
-    p.add_argument(
-        "--tokenizer",
-        default=None,
-        help="tokenizer directory or Hugging Face name (default: the byte-level BPE trained "
-        "on the train split, as train does)",
-    )
-    p.add_argument(
-        "--vocab-size", type=int, default=None, help="vocabulary of the trained BPE (default 8192)"
-    )
-    p.add_argument(
-        "--text-field", default=None, help="the JSONL field / dataset column (default text)"
-    )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="processes that tokenize in parallel (default: the usable cores); the output "
-        "is the same for any number",
-    )
+    add_fields(p, PrepareConfig, "tokenizer", "vocab_size", "text_field", "workers")
     p.add_argument(
         "--overwrite", action="store_true", help="replace a prepared corpus already in --out"
     )
@@ -270,16 +262,10 @@ def _add_train_parser(sub, fmt) -> None:
     )
     t.add_argument(
         "--preset",
-        default="tiny",
+        default=None,
         help=f"named model configuration: {', '.join(PRESETS)} (listed below; default tiny)",
     )
-    t.add_argument(
-        "--data",
-        default=None,
-        help="corpus spec: stdlib (this Python's standard library, the default), "
-        "text:GLOB (local .txt/.jsonl files), hf:NAME[:CONFIG] (Hugging Face "
-        "datasets, online) or prepared:DIR (a folder written by complexformer prepare)",
-    )
+    add_fields(t, TrainConfig, "data")
     t.add_argument("--out", dest="out_dir", required=True, help="run directory")
     add_base(
         t,
@@ -287,48 +273,21 @@ def _add_train_parser(sub, fmt) -> None:
         "weights, tokenizer and config; fresh optimizer and schedule; --preset is ignored)",
     )
     add_verify(t)
-    t.add_argument(
-        "--seq-len",
-        dest="max_seq_len",
-        type=int,
-        default=None,
-        help="context and training length in tokens (default: the preset's)",
+    add_fields(
+        t,
+        GPTConfig,
+        "max_seq_len",
+        flags={"max_seq_len": "--seq-len"},
+        defaults={"max_seq_len": "the preset's"},
     )
-    t.add_argument("--max-steps", type=int, default=None, help="optimizer updates (default 2000)")
-    t.add_argument(
-        "--batch-size",
-        type=int,
-        default=None,
-        help="global batch in sequences per update (default 32)",
-    )
-    t.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-3)")
-    t.add_argument(
-        "--eval-every", type=int, default=None, help="validate every N steps (default 200)"
-    )
-    t.add_argument(
-        "--save-every", type=int, default=None, help="checkpoint every N steps (default 500)"
-    )
-    t.add_argument("--seed", type=int, default=None, help="seed of init, data and dropout")
-    t.add_argument(
-        "--tokenizer",
-        default=None,
-        help="tokenizer directory or Hugging Face name (default: a byte-level BPE "
-        "trained on the train split and cached by content hash)",
-    )
-    t.add_argument(
-        "--vocab-size", type=int, default=None, help="vocabulary of the trained BPE (default 8192)"
-    )
+    add_fields(t, TrainConfig, "max_steps", "batch_size", "lr", "eval_every", "save_every", "seed")
+    add_fields(t, TrainConfig, "tokenizer", "vocab_size")
     add_device(t, default=None)
     add_threads(t, dest="num_threads")
-    t.add_argument("--bf16", action="store_true", help="bf16 autocast (phases stay fp32)")
-    t.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
+    add_fields(t, TrainConfig, "bf16", "compile")
     add_shard(t)
-    t.add_argument(
-        "--tensorboard",
-        action="store_true",
-        help="also log to TensorBoard (needs the tensorboard extra)",
-    )
-    add_set(t, (GPTConfig, TrainConfig))
+    add_fields(t, TrainConfig, "tensorboard")
+    add_set(t, (GPTConfig, TrainConfig), choices=("preset",))
     add_run_dir(t)
     t.add_argument(
         "--sample-tokens",

@@ -14,16 +14,18 @@ The module lives beside the command (:mod:`complexformer.cli`) on a low layer of
 from __future__ import annotations
 
 import argparse
+import typing
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import fields, is_dataclass
+from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
-from ..config import ConfigBase, parse_overrides, unknown_key_error
+from ..config import ConfigBase, field_docs, parse_overrides, read_toml, unknown_key_error
 
 __all__ = [
     "VOCABULARY",
     "add_base",
     "add_device",
+    "add_fields",
     "add_model",
     "add_run_dir",
     "add_seeds",
@@ -32,9 +34,12 @@ __all__ = [
     "add_threads",
     "add_verify",
     "build_configs",
+    "config_choice",
+    "config_file_values",
     "float_list",
     "int_list",
     "route_overrides",
+    "route_values",
 ]
 
 #: The one meaning of each flag; a flag outside this table, or two flags with one meaning,
@@ -62,6 +67,7 @@ VOCABULARY: dict[str, str] = {
     "--preset": "a named model configuration (models.config.PRESETS)",
     "--recipe": "a named set of training and model defaults: library or paper",
     "--set": "override any field of the command's configs, KEY=VALUE (repeatable)",
+    "--config": "a TOML file of field values of the command's configs",
     "--seq-len": "tokens per sequence (training examples, blocks or truncation)",
     "--rank": "rank of the adapters (complex LoRA, or the real LoRA control)",
     "--alpha": "LoRA scale numerator (scale = alpha / rank)",
@@ -277,9 +283,20 @@ def add_run_dir(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_set(p: argparse.ArgumentParser, configs: Iterable[type]) -> None:
-    """``--set KEY=VALUE`` over every field of ``configs`` (``NAME.KEY`` when two share it)."""
+def add_set(
+    p: argparse.ArgumentParser, configs: Iterable[type], choices: Iterable[str] = ()
+) -> None:
+    """``--set KEY=VALUE`` and ``--config FILE`` over every field of ``configs``.
+
+    Args:
+        p: the subcommand's parser.
+        configs: the config classes whose fields the two options set (``NAME.KEY`` where two
+            share a field).
+        choices: options a config file may also choose, such as ``preset`` or ``recipe``
+            (read with :func:`config_choice`).
+    """
     names = ", ".join(c.__name__ for c in configs)
+    chosen = "".join(f", {c} = NAME" for c in choices)
     p.add_argument(
         "--set",
         nargs="+",
@@ -289,6 +306,75 @@ def add_set(p: argparse.ArgumentParser, configs: Iterable[type]) -> None:
         help=f"override any field of {names} (VALUE read as JSON when it parses; "
         "NAME.KEY=VALUE where two configs share KEY)",
     )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help=f"a TOML file of field values of {names}: KEY = VALUE lines, or [NAME] tables "
+        f"where two configs share KEY{chosen}; the options given on the command line and "
+        "--set win over the file",
+    )
+    p.set_defaults(_config_choices=tuple(choices))
+
+
+# ---------------------------------------------------------------------- config fields
+def add_fields(
+    p: argparse.ArgumentParser,
+    cls: type,
+    *names: str,
+    flags: dict[str, str] | None = None,
+    defaults: dict[str, str] | None = None,
+) -> None:
+    """One option per field of a config dataclass, declared by the field itself.
+
+    The flag is the field's name with dashes (``max_steps`` -> ``--max-steps``) unless
+    ``flags`` names another; the type is the field's (``X | None`` reads X; a bool field is a
+    switch that sets True); the help is the field's entry in the class's ``Attributes:``
+    section, followed by its default. The option's own default is None, so that only what is
+    given overrides a recipe or a ``--config`` file (:func:`build_configs`).
+
+    Args:
+        p: the subcommand's parser.
+        cls: the config dataclass.
+        *names: the fields that get an option.
+        flags: field -> flag, where the flag is not the field's name.
+        defaults: field -> how to say the default in the help, where it is not the field's
+            (the preset's, the recipe's).
+
+    Raises:
+        KeyError: a name that is not a field of ``cls``, or a field without documentation.
+    """
+    docs = field_docs(cls)
+    hints = typing.get_type_hints(cls)
+    by_name = {f.name: f for f in fields(cls)}
+    for name in names:
+        if name not in by_name:
+            raise KeyError(f"{cls.__name__} has no field {name!r}")
+        if name not in docs:
+            raise KeyError(f"{cls.__name__}.{name} has no entry under Attributes:")
+        flag = (flags or {}).get(name, "--" + name.replace("_", "-"))
+        said = (defaults or {}).get(name, _default_text(by_name[name]))
+        text = docs[name] if said is None else f"{docs[name].rstrip('.')}; default {said}"
+        kind = _value_type(hints[name])
+        if kind is bool:
+            p.add_argument(flag, dest=name, action="store_true", default=None, help=text)
+        else:
+            p.add_argument(flag, dest=name, type=kind, default=None, help=text)
+
+
+def _value_type(hint: Any) -> type:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    kind = args[0] if args else hint
+    return kind if kind in (bool, int, float, str) else str
+
+
+def _default_text(f: Any) -> str | None:
+    if f.default is MISSING:
+        return None
+    value = f.default
+    if isinstance(value, bool):
+        return str(value).lower()
+    return None if value is None else str(value)
 
 
 # ---------------------------------------------------------------------- configs
@@ -330,7 +416,11 @@ def build_configs(
     """
     names = {n: set(_field_names(c)) for n, c in configs.items()}
     out: dict[str, dict[str, Any]] = {n: dict((defaults or {}).get(n, {})) for n in configs}
-    skip = {"set", "func", "command", *exclude}
+    path = getattr(args, "config", None)
+    if path is not None:
+        for n, values in config_file_values(path, names, _choices(args)).items():
+            out[n].update(values)
+    skip = {"set", "config", "func", "command", "_config_choices", *exclude}
     given = {k: v for k, v in vars(args).items() if v is not None and k not in skip}
     for n, keys in names.items():
         out[n].update({k: v for k, v in given.items() if k in keys})
@@ -341,6 +431,54 @@ def build_configs(
     for n, values in routed.items():
         out[n].update(values)
     return out
+
+
+def _choices(args: argparse.Namespace) -> tuple[str, ...]:
+    return tuple(getattr(args, "_config_choices", ()))
+
+
+def config_choice(args: argparse.Namespace, name: str, default: str) -> str:
+    """A named configuration's name: the option ``name`` when given, else the config file's
+    top-level ``name`` key (``--config``), else ``default``."""
+    given = getattr(args, name, None)
+    if given is not None:
+        return given
+    path = getattr(args, "config", None)
+    if path is not None:
+        value = read_toml(path).get(name)
+        if value is not None:
+            if not isinstance(value, str):
+                raise ValueError(f"{path}: {name} must be a name, got {value!r}")
+            return value
+    return default
+
+
+def config_file_values(
+    path: str, names: dict[str, set[str]], choices: Iterable[str] = ()
+) -> dict[str, dict[str, Any]]:
+    """The field values of a ``--config`` TOML file, routed to the configs that own them.
+
+    Top-level keys are fields, routed as ``--set`` routes them; a table named after a config
+    (``[model]``, ``[train]``) scopes its keys to that config. Keys in ``choices`` (``preset``,
+    ``recipe``) are left to :func:`config_choice`.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: invalid TOML, or an unknown or ambiguous key (the file is named).
+    """
+    data = read_toml(path)
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in choices:
+            continue
+        if isinstance(value, dict) and key in names:
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    try:
+        return route_values(flat, names, "config table", "config key")
+    except ValueError as e:
+        raise ValueError(f"--config {path}: {e}") from None
 
 
 def route_overrides(
@@ -371,8 +509,20 @@ def route_overrides(
         ValueError: an unknown scope or key (the closest valid names are named), or an
             ambiguous key without ``shared``.
     """
+    return route_values(parse_overrides(list(items)), names, scope_what, key_what, shared=shared)
+
+
+def route_values(
+    values: dict[str, Any],
+    names: dict[str, set[str]],
+    scope_what: str,
+    key_what: str,
+    *,
+    shared: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Route parsed ``{KEY or NAME.KEY: value}`` pairs as :func:`route_overrides` does."""
     out: dict[str, dict[str, Any]] = {n: {} for n in names}
-    for key, value in parse_overrides(list(items)).items():
+    for key, value in values.items():
         scope, _, field = key.rpartition(".")
         if scope and scope not in names:
             raise unknown_key_error(scope, sorted(names), scope_what)

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from complexformer.config import ConfigBase, unknown_key_error
+from complexformer.config import ConfigBase, named_configs, unknown_key_error
 
 __all__ = [
     "ACTIVATIONS",
@@ -28,6 +28,7 @@ __all__ = [
     "HEAD_OUTPUTS",
     "INITS",
     "RECIPES",
+    "RECIPE_FILE",
     "TRAINING",
     "recipe_configs",
     "STARTS",
@@ -48,44 +49,16 @@ ACTIVATIONS = ("split", "gated")
 TRAIN_HEADS = ("adapters", "full", "none")
 WHITEN_CHOICES = ("scalar", "full")
 
-#: The named recipes: the library's defaults, or every choice Tamburini 2024 states.
-RECIPES = ("library", "paper")
+#: The named recipes (``complexformer/configs/cmplxbert_recipes.toml``): ``library``, the
+#: defaults, or ``paper``, every choice Tamburini 2024 states. Each has the fields of
+#: ComplexLoRAConfig (``lora``), CmplxBertConfig (``model``), the MLM pre-training's
+#: TrainConfig (``mlm``) and FinetuneConfig (``finetune``).
+RECIPE_FILE = named_configs("cmplxbert_recipes.toml", "recipe")
+RECIPES = tuple(RECIPE_FILE)
 
-#: Training settings of each recipe and stage. ``paper``: what Tamburini 2024 states
-#: (sec. 4): continued MLM pre-training with "a learning rate of 1e-4, with a linear schedule
-#: with warmup, and a batch size of 512" (the warm-up length is not given; BERT's own recipe
-#: warmed up over 1% of its updates), and fine-tuning "for exactly 2 epochs, with a learning
-#: rate of 1e-4" (one rate for every parameter: ``base_lr_ratio`` 1). ``library``: the
-#: defaults of the Python API and the command line alike (docs/cmplxbert.md has why).
+#: Training settings of each recipe and stage (the file's ``mlm`` and ``finetune`` tables).
 TRAINING: dict[str, dict[str, dict[str, Any]]] = {
-    "library": {
-        "mlm": {
-            "lr": 1e-4,
-            "schedule": "linear",
-            "warmup_frac": 0.1,
-            "min_lr_ratio": 0.0,
-            "batch_size": 32,
-            "max_steps": 1000,
-            "weight_decay": 0.01,
-            "eval_every": 200,
-            "eval_blocks": 100,
-            "log_every": 10,
-            "save_every": 200,
-            "seed": 0,
-            "device": "auto",
-        },
-        "finetune": {"lr": 1e-3, "epochs": 2, "base_lr_ratio": 0.3},
-    },
-}
-TRAINING["paper"] = {
-    "mlm": {
-        **TRAINING["library"]["mlm"],
-        "lr": 1e-4,
-        "schedule": "linear",
-        "warmup_frac": 0.01,
-        "batch_size": 512,
-    },
-    "finetune": {"lr": 1e-4, "epochs": 2, "base_lr_ratio": 1.0},
+    name: {stage: RECIPE_FILE[name][stage] for stage in ("mlm", "finetune")} for name in RECIPES
 }
 
 
@@ -99,13 +72,12 @@ def recipe_configs(recipe: str = "library") -> dict[str, Any]:
     Raises:
         ValueError: an unknown recipe (the allowed ones are named).
     """
-    if recipe not in RECIPES:
-        raise unknown_key_error(recipe, list(RECIPES), "recipe")
-    paper = recipe == "paper"
+    entry = RECIPE_FILE[recipe]
     return {
-        "lora": ComplexLoRAConfig.paper() if paper else ComplexLoRAConfig(),
-        "model": CmplxBertConfig.paper() if paper else CmplxBertConfig(),
-        **TRAINING[recipe],
+        "lora": ComplexLoRAConfig(**entry["lora"]),
+        "model": CmplxBertConfig(**entry["model"]),
+        "mlm": entry["mlm"],
+        "finetune": entry["finetune"],
     }
 
 
@@ -238,8 +210,9 @@ class ComplexLoRAConfig(ConfigBase):
         embedding, attention, feed-forward and head layer adapted, a complex bias on each
         adapted linear, scale 1. The paper states no adapter dropout or initialisation: no
         dropout, and the input-side factor at zero (``init="zero_b"``, the library's choice
-        when the paper-preset studies of docs/cmplxbert.md were run)."""
-        return cls(r=r, alpha=None, complex_bias=True, init="zero_b").replace(**changes)
+        when the paper-preset studies of docs/cmplxbert.md were run). The values are the
+        ``paper`` recipe's (``complexformer/configs/cmplxbert_recipes.toml``)."""
+        return cls(**{**RECIPE_FILE["paper"]["lora"], "r": r}).replace(**changes)
 
     # ------------------------------------------------------------------ derived
 
@@ -321,16 +294,9 @@ class CmplxBertConfig(ConfigBase):
         scores (sec. 3.3), the full C^(-1/2) whitening of the complex LayerNorm (sec. 3.4),
         heads that are one LoRA-adapted linear followed by the modulus (sec. 3.6), the split
         GELU (sec. 3.5), and every complex bias zero at the start (``start="paper"``). The
-        library's defaults differ where they measured better (docs/cmplxbert.md)."""
-        base = cls(
-            attention_score="modulus",
-            head_output="modulus",
-            whiten="full",
-            heads="linear",
-            start="paper",
-            activation="split",
-        )
-        return base.replace(**changes)
+        library's defaults differ where they measured better (docs/cmplxbert.md). The values
+        are the ``paper`` recipe's (``complexformer/configs/cmplxbert_recipes.toml``)."""
+        return cls(**RECIPE_FILE["paper"]["model"]).replace(**changes)
 
     def __post_init__(self) -> None:
         w = "CmplxBertConfig"

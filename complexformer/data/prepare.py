@@ -63,11 +63,14 @@ class PrepareConfig:
     """The settings of ``complexformer prepare`` (``--set KEY=VALUE`` reaches every field).
 
     Attributes:
-        data: the data spec, as ``train --data`` takes it.
-        tokenizer: None (the corpus's byte-level BPE) or a tokenizer directory / HF name.
-        vocab_size: the BPE's vocabulary.
+        data: corpus spec, as ``train --data`` takes it: ``stdlib``, ``shakespeare``,
+            ``text:GLOB`` or ``hf:NAME[:CONFIG]``.
+        tokenizer: a tokenizer directory or Hugging Face name; None: the byte-level BPE
+            trained on the train split, as ``train`` does.
+        vocab_size: vocabulary of the trained BPE.
         text_field: the JSONL field / dataset column with the text.
-        workers: encoding processes (None: the usable cores).
+        workers: processes that tokenize in parallel (None: the usable cores); the output is
+            the same for any number.
         shard_tokens: the most tokens in one shard file (default 256 Mi).
         tokenizer_sample_bytes: the BPE's training sample budget (default 256 MiB).
         cache_dir: the cache root of the BPE (default: the user's cache).

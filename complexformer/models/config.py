@@ -6,13 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..attention.registry import get_scheme
-from ..config import ConfigBase, unknown_key_error
+from ..config import ConfigBase, named_configs, unknown_key_error
 
 __all__ = [
     "HF_MODEL_TYPE",
     "HF_NAMES",
     "PRESETS",
-    "PRESET_NOTES",
     "describe_presets",
     "preset_fields",
     "GPTConfig",
@@ -149,69 +148,20 @@ class GPTConfig(ConfigBase):
         return self.d_model // self.n_head
 
 
-#: The ComplexFormer paper's model (Shao et al. 2025, Appendix A): 8 layers, d_model 512,
-#: 8 heads, d_ff 1024, dropout 0.1, the GPT-2 tokenizer's vocabulary. The paper leaves two
-#: things open, and this is the one place they are decided: the context is 512 tokens (its
-#: batches are "8 x 512 tokens"; it also speaks of sequences up to 1024), and the rotation
-#: frequencies are its eq. 6, omega_j = base^(-2j/(d_k/2)) (``omega_schedule="paper"``),
-#: not RoPE's base^(-2j/d_k). ``reproduce --scale paper`` trains this same model.
-_PAPER: dict[str, Any] = dict(
-    n_layer=8,
-    n_head=8,
-    d_model=512,
-    d_ff=1024,
-    dropout=0.1,
-    max_seq_len=512,
-    vocab_size=50257,
-    tie_embeddings=False,
-    omega_schedule="paper",
-)
-#: CPU-sized: trains in minutes on two cores (``make run``); GPTConfig's defaults.
-_TINY: dict[str, Any] = dict(
-    n_layer=4, n_head=4, d_model=128, d_ff=512, max_seq_len=256, dropout=0.0
-)
-
-#: Named model configurations, each written as a base plus its differences. ``small`` and
-#: ``micro`` are the models of ``reproduce``'s ``small`` and ``tiny`` scales.
-PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": _TINY,
-    "small": {**_TINY, "d_ff": 256, "tie_embeddings": False},
-    "micro": {**_TINY, "n_layer": 2, "d_ff": 256, "max_seq_len": 128, "tie_embeddings": False},
-    "paper": _PAPER,
-    # GPT-2 small (Radford et al. 2019): 124M parameters with learned positions.
-    "gpt2": {
-        **_PAPER,
-        "n_layer": 12,
-        "n_head": 12,
-        "d_model": 768,
-        "d_ff": 3072,
-        "max_seq_len": 1024,
-        "pos_scheme": "learned",
-        "tie_embeddings": True,
-        "omega_schedule": "rope",
-    },
-}
-
-#: One line per preset, for ``--help``.
-PRESET_NOTES: dict[str, str] = {
-    "tiny": "CPU minutes: 4 layers, d_model 128, 4 heads, d_ff 512, context 256",
-    "small": "the tiny shape with d_ff 256 and an untied head (reproduce --scale small)",
-    "micro": "2 layers, d_model 128, d_ff 256, context 128 (reproduce --scale tiny)",
-    "paper": "ComplexFormer Appendix A: 8 layers, d_model 512, 8 heads, d_ff 1024, context "
-    "512, omega of eq. 6 (reproduce --scale paper)",
-    "gpt2": "GPT-2 small: 12 layers, d_model 768, learned positions, context 1024",
-}
+#: Named model configurations (``complexformer/configs/presets.toml``), each written as a
+#: base plus its differences: ``PRESETS[name]`` is a copy of its GPTConfig fields. ``small``
+#: and ``micro`` are the models of ``reproduce``'s ``small`` and ``tiny`` scales, ``paper``
+#: the ComplexFormer paper's (Appendix A; the file says which two choices it makes).
+PRESETS = named_configs("presets.toml", "preset")
 
 
 def describe_presets() -> str:
     """The presets and what each is, one per line."""
-    return "\n".join(f"  {name:<8}{PRESET_NOTES[name]}" for name in PRESETS)
+    return PRESETS.describe()
 
 
 def preset_fields(name: str, **differences: Any) -> dict[str, Any]:
     """The fields of preset ``name`` with ``differences`` applied (a dict, not a config)."""
-    if name not in PRESETS:
-        raise unknown_key_error(name, list(PRESETS), "preset")
     return {**PRESETS[name], **differences}
 
 

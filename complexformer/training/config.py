@@ -25,8 +25,10 @@ class TrainConfig(ConfigBase):
 
     Attributes:
         out_dir: the run directory (metrics, checkpoints, tokenizer, final model).
-        data: data spec (``stdlib``, ``text:GLOB``, ``hf:NAME[:CONFIG]``), see
-            :func:`complexformer.data.load_corpus`.
+        data: corpus spec: ``stdlib`` (this Python's standard library), ``shakespeare``,
+            ``text:GLOB`` (local .txt/.jsonl files), ``hf:NAME[:CONFIG]`` (Hugging Face
+            datasets, online) or ``prepared:DIR`` (a folder written by ``complexformer
+            prepare``); see :func:`complexformer.data.load_corpus`.
         tokenizer: None (or ``"bpe"``) for the cached byte-level BPE trained on the train
             split; otherwise a tokenizer directory or a Hugging Face name.
         vocab_size: vocabulary size of the trained BPE (ignored for other tokenizers). The

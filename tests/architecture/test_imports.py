@@ -18,6 +18,7 @@ OUTSIDE = ("benchmarks", "examples")
 LAYERS: dict[str, int] = {
     "storage": 0,  # atomic writes, files opened without following links, manifests, path checks
     "runtime": 0,  # eval mode and CPU settings for a block, optional dependencies
+    "configs": 0,  # the named configurations as TOML data files (no imports)
     "config": 1,  # the config base and the KEY=VALUE parser (saves through storage)
     "results": 1,  # tables, result files, statistics over seeds
     "pretrained": 1,  # pre-trained real models: a causal LM from the hub, the real LoRA layer
