@@ -323,7 +323,8 @@ def add_fields(
     cls: type,
     *names: str,
     flags: dict[str, str] | None = None,
-    defaults: dict[str, str] | None = None,
+    defaults: dict[str, Any] | None = None,
+    choices: dict[str, Sequence[Any]] | None = None,
 ) -> None:
     """One option per field of a config dataclass, declared by the field itself.
 
@@ -338,8 +339,9 @@ def add_fields(
         cls: the config dataclass.
         *names: the fields that get an option.
         flags: field -> flag, where the flag is not the field's name.
-        defaults: field -> how to say the default in the help, where it is not the field's
-            (the preset's, the recipe's).
+        defaults: field -> the default to state in the help, where it is not the field's
+            (a recipe's value, or words such as "the preset's").
+        choices: field -> the values argparse accepts.
 
     Raises:
         KeyError: a name that is not a field of ``cls``, or a field without documentation.
@@ -353,13 +355,15 @@ def add_fields(
         if name not in docs:
             raise KeyError(f"{cls.__name__}.{name} has no entry under Attributes:")
         flag = (flags or {}).get(name, "--" + name.replace("_", "-"))
-        said = (defaults or {}).get(name, _default_text(by_name[name]))
+        default = (defaults or {}).get(name, by_name[name].default)
+        said = _default_text(default)
         text = docs[name] if said is None else f"{docs[name].rstrip('.')}; default {said}"
         kind = _value_type(hints[name])
         if kind is bool:
             p.add_argument(flag, dest=name, action="store_true", default=None, help=text)
         else:
-            p.add_argument(flag, dest=name, type=kind, default=None, help=text)
+            extra = {"choices": choices[name]} if choices and name in choices else {}
+            p.add_argument(flag, dest=name, type=kind, default=None, help=text, **extra)
 
 
 def _value_type(hint: Any) -> type:
@@ -368,10 +372,9 @@ def _value_type(hint: Any) -> type:
     return kind if kind in (bool, int, float, str) else str
 
 
-def _default_text(f: Any) -> str | None:
-    if f.default is MISSING:
+def _default_text(value: Any) -> str | None:
+    if value is MISSING:
         return None
-    value = f.default
     if isinstance(value, bool):
         return str(value).lower()
     return None if value is None else str(value)

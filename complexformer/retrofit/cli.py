@@ -9,6 +9,7 @@ import json
 from ..cli.options import (
     add_base,
     add_device,
+    add_fields,
     add_run_dir,
     add_set,
     add_shard,
@@ -19,7 +20,7 @@ from ..training import TrainConfig
 from .config import TRAIN_MODES, TRAINING, RetrofitConfig
 from .convert import GQA_MODES, RETROFIT_SCHEMES
 
-__all__ = ["add_retrofit_parser", "cmd_retrofit"]
+__all__ = ["add_retrofit_parser", "cmd_retrofit", "retrofit_configs"]
 
 _EPILOG = """\
 examples:
@@ -36,20 +37,28 @@ wikitext-103-raw-v1 --train adaptation --device cuda --bf16 --out runs/rf-1b   #
 file, a local directory or a Hugging Face hub name of a Llama, Mistral or Qwen2 causal LM.
 --train adaptation trains δ and b only (δ per KV head, b per query head); norms trains the
 RMSNorm gains only (the control that cannot change the rotation); adaptation+norms both;
-lora a real LoRA on q_proj and v_proj. OUT/model holds the adaptation (safetensors + JSON)
+lora a real LoRA on q_proj and v_proj. --bf16 also loads the base weights in bfloat16 (δ and b
+stay float32). --gqa group keeps the KV cache of the base; query gives a δ per query head and
+grows the cache by query heads / KV heads. OUT/model holds the adaptation (safetensors + JSON)
 and a reference to the base.
 """
+
+
+def retrofit_configs(args: argparse.Namespace) -> tuple[RetrofitConfig, TrainConfig]:
+    """The configs of ``retrofit``'s options: the retrofit's training defaults, then
+    ``--config``, the options given and ``--set``."""
+    defaults = {"train": dict(TRAINING), "retrofit": {}}
+    if args.bf16:  # bf16 compute: the base weights in bfloat16 too (δ and b stay float32)
+        defaults["retrofit"]["dtype"] = "bfloat16"
+    kw = build_configs(args, {"retrofit": RetrofitConfig, "train": TrainConfig}, defaults=defaults)
+    return RetrofitConfig(**kw["retrofit"]), TrainConfig(**kw["train"])
 
 
 def cmd_retrofit(args: argparse.Namespace) -> int:
     from ..training import train_task
     from .task import RetrofitTask
 
-    defaults = {"train": dict(TRAINING), "retrofit": {}}
-    if args.bf16:  # bf16 compute: the base weights in bfloat16 too (δ and b stay float32)
-        defaults["retrofit"]["dtype"] = "bfloat16"
-    kw = build_configs(args, {"retrofit": RetrofitConfig, "train": TrainConfig}, defaults=defaults)
-    cfg, tc = RetrofitConfig(**kw["retrofit"]), TrainConfig(**kw["train"])
+    cfg, tc = retrofit_configs(args)
     summary = train_task(RetrofitTask(cfg), tc, resume=args.resume, overwrite=args.overwrite)
     keys = ("start_val_loss", "start_val_ppl", "val_loss", "val_ppl", "steps")
     print(json.dumps({k: summary.get(k) for k in keys if k in summary}))
@@ -60,6 +69,22 @@ def cmd_retrofit(args: argparse.Namespace) -> int:
             f"{summary['val_ppl']:.3f} after {summary['steps']} steps ({100 * change:+.2f} %)"
         )
     return 0
+
+
+#: The training settings with an option of their own (the others through --set).
+_TRAIN_OPTIONS = (
+    "max_steps",
+    "batch_size",
+    "grad_accum",
+    "lr",
+    "warmup_frac",
+    "min_lr_ratio",
+    "eval_every",
+    "eval_blocks",
+    "save_every",
+    "log_every",
+    "seed",
+)
 
 
 def add_retrofit_parser(sub) -> argparse.ArgumentParser:
@@ -75,51 +100,23 @@ def add_retrofit_parser(sub) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_base(r, "base model (default smollm2)", default="smollm2")
-    r.add_argument(
-        "--data",
-        default=None,
-        help="corpus spec: stdlib (default), text:GLOB, hf:NAME[:CONFIG], prepared:DIR",
-    )
+    add_fields(r, TrainConfig, "data", defaults=TRAINING)
     r.add_argument("--out", dest="out_dir", required=True, help="run directory")
-    r.add_argument(
-        "--train",
-        default=None,
-        choices=TRAIN_MODES,
-        help="what trains (default adaptation: δ and b)",
+    add_fields(
+        r,
+        RetrofitConfig,
+        "train",
+        "scheme",
+        "gqa",
+        "seq_len",
+        "lora_r",
+        flags={"lora_r": "--rank"},
+        choices={"train": TRAIN_MODES, "scheme": RETROFIT_SCHEMES, "gqa": GQA_MODES},
     )
-    r.add_argument("--scheme", default=None, choices=RETROFIT_SCHEMES, help="default cmha")
-    r.add_argument(
-        "--gqa",
-        default=None,
-        choices=GQA_MODES,
-        help="group: δ per KV head (exact CMHA, same cache); query: δ per query head (the "
-        "KV cache grows by query heads / KV heads). Default group",
-    )
-    r.add_argument("--seq-len", type=int, default=None, help="tokens per sequence (default 512)")
-    r.add_argument(
-        "--rank", dest="lora_r", type=int, default=None, help="LoRA rank for --train lora (8)"
-    )
-    r.add_argument("--max-steps", type=int, default=None, help="optimizer updates (default 100)")
-    r.add_argument("--batch-size", type=int, default=None, help="sequences per update (1)")
-    r.add_argument("--grad-accum", type=int, default=None, help="micro-batches per update")
-    r.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-2)")
-    r.add_argument("--warmup-frac", type=float, default=None, help="warm-up share (0.05)")
-    r.add_argument(
-        "--min-lr-ratio", type=float, default=None, help="cosine floor as a share of lr (0.1)"
-    )
-    r.add_argument("--eval-every", type=int, default=None, help="validate every N steps (50)")
-    r.add_argument("--eval-blocks", type=int, default=None, help="validation blocks (16)")
-    r.add_argument("--save-every", type=int, default=None, help="checkpoint every N steps (50)")
-    r.add_argument("--log-every", type=int, default=None, help="log every N steps (10)")
-    r.add_argument("--seed", type=int, default=None, help="seed of the data order (default 0)")
+    add_fields(r, TrainConfig, *_TRAIN_OPTIONS, defaults=TRAINING)
     add_device(r, default=None)
     add_threads(r, dest="num_threads")
-    r.add_argument(
-        "--bf16",
-        action="store_true",
-        default=None,
-        help="bf16 compute: autocast and the base weights in bfloat16 (δ and b stay float32)",
-    )
+    add_fields(r, TrainConfig, "bf16")  # here it also puts the base weights in bfloat16
     add_shard(r)
     add_run_dir(r)
     add_set(r, (RetrofitConfig, TrainConfig))

@@ -49,9 +49,8 @@ class TrainConfig(ConfigBase):
             ``world_size * grad_accum``.
         grad_accum: micro-steps per update (per-rank micro-batch =
             ``batch_size // (world_size * grad_accum)``); it changes memory, not the maths.
-        lr: peak learning rate. The paper pre-trains with 1e-4 (8 layers, d_model 512, GPT-2
-            vocabulary); the default 1e-3 suits the small ``tiny`` CPU preset, which trains for
-            only a few thousand steps. Use 1e-4 (or less) for paper-scale models.
+        lr: peak learning rate, reached after the warm-up (the paper pre-trains at 1e-4;
+            1e-3 suits the tiny CPU preset).
         warmup_frac: fraction of ``max_steps`` of linear warm-up from ``lr / warmup_steps``
             to ``lr``.
         min_lr_ratio: after warm-up the learning rate decays from ``lr`` down to

@@ -1,6 +1,6 @@
 """Options declared by config fields, named configurations as TOML files, and ``--config``.
 
-The configs that ``train`` and ``prepare`` build from a command line are compared with the
+The configs that ``train``, ``prepare`` and ``retrofit`` build from a command line are compared with the
 ones the same command lines gave before the options were declared by the config fields
 (``data/command_line_configs.json``, written by that earlier code).
 """
@@ -43,6 +43,14 @@ def test_prepare_builds_the_config_it_built_before(parser, line):
     args = parser.parse_args(["prepare", *shlex.split(line)])
     cfg = PrepareConfig(**build_configs(args, {"prepare": PrepareConfig})["prepare"])
     assert cfg.__dict__ == GOLDEN["prepare"][line]
+
+
+@pytest.mark.parametrize("line", sorted(GOLDEN["retrofit"]))
+def test_retrofit_builds_the_configs_it_built_before(parser, line):
+    from complexformer.retrofit.cli import retrofit_configs
+
+    cfg, train = retrofit_configs(parser.parse_args(["retrofit", *shlex.split(line)]))
+    assert {"retrofit": cfg.to_dict(), "train": train.to_dict()} == GOLDEN["retrofit"][line]
 
 
 def test_config_file_sets_fields_and_loses_to_options_and_set(parser, tmp_path):
