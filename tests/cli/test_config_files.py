@@ -1,7 +1,8 @@
 """Options declared by config fields, named configurations as TOML files, and ``--config``.
 
-The configs that ``train``, ``prepare`` and ``retrofit`` build from a command line are compared with the
-ones the same command lines gave before the options were declared by the config fields
+The configs that ``train``, ``prepare`` and ``retrofit`` build from a command line are
+compared with the ones the same command lines gave before the options were declared by the
+config fields
 (``data/command_line_configs.json``, written by that earlier code).
 """
 
