@@ -18,8 +18,13 @@ from .options import (
     add_base,
     add_device,
     add_fields,
+    add_json,
     add_model,
+    add_out,
+    add_overwrite,
+    add_prompt,
     add_run_dir,
+    add_sampling,
     add_set,
     add_shard,
     add_threads,
@@ -141,11 +146,9 @@ def _add_prepare_parser(sub, fmt) -> None:
         formatter_class=fmt,
     )
     add_fields(p, PrepareConfig, "data")
-    p.add_argument("--out", required=True, help="the folder to write (new or empty)")
+    add_out(p, "the folder to write (new or empty)")
     add_fields(p, PrepareConfig, "tokenizer", "vocab_size", "text_field", "workers")
-    p.add_argument(
-        "--overwrite", action="store_true", help="replace a prepared corpus already in --out"
-    )
+    add_overwrite(p, "replace a prepared corpus already in --out")
     add_set(p, (PrepareConfig,))
     p.set_defaults(func=cmd_prepare)
 
@@ -202,6 +205,7 @@ def _export_cmplxbert(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from ..artifacts import detect_kind
+    from ..training.dist import resolve_device
 
     kind = detect_kind(args.model)
     if kind == "cmplxbert":
@@ -235,7 +239,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..hf.export import export_run
 
     with cpu_settings(args.threads):
-        out = export_run(args.model, args.out, device=args.device, verify=args.verify)
+        device = resolve_device(args.device)
+        out = export_run(args.model, args.out, device=device, verify=args.verify)
     print(f"exported {args.model} to {Path(out).resolve()}")
     print(
         "load it with: import complexformer.hf; complexformer.hf.register_auto_classes(); "
@@ -266,7 +271,7 @@ def _add_train_parser(sub, fmt) -> None:
         help=f"named model configuration: {', '.join(PRESETS)} (listed below; default tiny)",
     )
     add_fields(t, TrainConfig, "data")
-    t.add_argument("--out", dest="out_dir", required=True, help="run directory")
+    add_out(t, "run directory", dest="out_dir")
     add_base(
         t,
         "continued training: start from this ComplexFormer run, checkpoint or model (its "
@@ -295,14 +300,12 @@ def _add_train_parser(sub, fmt) -> None:
         default=120,
         help="tokens to sample from the trained model at the end (0: none)",
     )
-    t.add_argument(
-        "--prompt",
-        default=None,
-        help="prompt of the final sample (default: the start of a validation document of the "
+    add_prompt(
+        t,
+        "prompt of the final sample (default: the start of a validation document of the "
         "corpus, recorded as <out>/prompt.txt)",
     )
-    t.add_argument("--temperature", type=float, default=0.8, help="temperature of the sample")
-    t.add_argument("--top-p", type=float, default=0.95, help="nucleus mass of the sample")
+    add_sampling(t)
     t.set_defaults(func=cmd_train)
 
 
@@ -322,22 +325,14 @@ def _add_generate_parser(sub) -> None:
     add_model(g, _MODEL_HELP)
     add_verify(g)
     src = g.add_mutually_exclusive_group()
-    src.add_argument(
-        "--prompt",
-        help="prompt text (default: the run's prompt.txt, the start of a validation document "
+    add_prompt(
+        src,
+        "prompt text (default: the run's prompt.txt, the start of a validation document "
         "of its corpus)",
     )
     src.add_argument("--prompt-file", help="file whose content is the prompt")
     g.add_argument("--max-new-tokens", type=int, default=200, help="tokens to add (default 200)")
-    g.add_argument(
-        "--temperature",
-        type=float,
-        default=0.8,
-        help="softmax temperature, >= 0; 0 is greedy (default 0.8)",
-    )
-    g.add_argument(
-        "--top-p", type=float, default=0.95, help="nucleus sampling mass in (0, 1] (default 0.95)"
-    )
+    add_sampling(g)
     g.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0: all)")
     g.add_argument("--seed", type=int, default=None, help="seed for reproducible samples")
     g.add_argument("--num-samples", type=int, default=1, help="number of samples (default 1)")
@@ -360,7 +355,7 @@ def _add_info_export_parsers(sub) -> None:
     )
     add_model(i, _MODEL_HELP + ", or a CmplxBERT directory")
     add_verify(i)
-    i.add_argument("--json", action="store_true", help="print JSON")
+    add_json(i)
     add_threads(i)
     i.set_defaults(func=cmd_info)
 
@@ -375,15 +370,12 @@ def _add_info_export_parsers(sub) -> None:
     )
     add_model(x, "the ComplexFormer run, checkpoint or final model, or the CmplxBERT directory")
     add_verify(x)
-    x.add_argument(
-        "--out",
-        required=True,
-        help="directory to write (an earlier export there is replaced; any other non-empty "
+    add_out(
+        x,
+        "directory to write (an earlier export there is replaced; any other non-empty "
         "directory is refused)",
     )
-    x.add_argument(
-        "--device", default="cpu", help="device to load the model on while exporting (cpu)"
-    )
+    add_device(x, default="cpu", help="device to load the model on while exporting (cpu)")
     add_threads(x)
     x.set_defaults(func=cmd_export)
 

@@ -26,6 +26,11 @@ __all__ = [
     "add_base",
     "add_device",
     "add_fields",
+    "add_json",
+    "add_out",
+    "add_overwrite",
+    "add_prompt",
+    "add_sampling",
     "add_model",
     "add_run_dir",
     "add_seeds",
@@ -247,14 +252,13 @@ def add_threads(p: argparse.ArgumentParser, dest: str = "threads") -> None:
     )
 
 
-def add_device(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
+def add_device(
+    p: argparse.ArgumentParser,
+    default: str | None = "auto",
+    help: str = "auto (CUDA when available), cpu or cuda (default auto)",
+) -> None:
     """``--device``: auto, cpu or cuda (``default`` None leaves it to the config)."""
-    p.add_argument(
-        "--device",
-        default=default,
-        choices=("auto", "cpu", "cuda"),
-        help="auto (CUDA when available), cpu or cuda (default auto)",
-    )
+    p.add_argument("--device", default=default, choices=("auto", "cpu", "cuda"), help=help)
 
 
 def add_shard(p: argparse.ArgumentParser) -> None:
@@ -276,10 +280,41 @@ def add_run_dir(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--resume", action="store_true", help="continue from the newest good checkpoint in --out"
     )
+    add_overwrite(p, "start afresh in an existing run folder (its checkpoints are replaced)")
+
+
+def add_out(
+    p: argparse.ArgumentParser, help: str, *, dest: str = "out", required: bool = True, **kwargs
+) -> None:
+    """``--out``: the folder a command writes (``dest`` is the config field it fills)."""
+    p.add_argument("--out", dest=dest, required=required, help=help, **kwargs)
+
+
+def add_overwrite(p: argparse.ArgumentParser, help: str) -> None:
+    """``--overwrite``: replace what an earlier run of the command wrote in ``--out``."""
+    p.add_argument("--overwrite", action="store_true", help=help)
+
+
+def add_json(p: argparse.ArgumentParser, help: str = "print JSON") -> None:
+    """``--json``: print JSON instead of text."""
+    p.add_argument("--json", action="store_true", help=help)
+
+
+def add_prompt(p: argparse.ArgumentParser | Any, help: str) -> None:
+    """``--prompt``: the text a sample continues (``p`` may be a mutually exclusive group)."""
+    p.add_argument("--prompt", default=None, help=help)
+
+
+def add_sampling(p: argparse.ArgumentParser) -> None:
+    """``--temperature`` and ``--top-p`` of sampling from a language model."""
     p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="start afresh in an existing run folder (its checkpoints are replaced)",
+        "--temperature",
+        type=float,
+        default=0.8,
+        help="softmax temperature, >= 0; 0 is greedy (default 0.8)",
+    )
+    p.add_argument(
+        "--top-p", type=float, default=0.95, help="nucleus sampling mass in (0, 1] (default 0.95)"
     )
 
 

@@ -10,6 +10,7 @@ from ..cli.options import (
     add_base,
     add_device,
     add_fields,
+    add_out,
     add_run_dir,
     add_set,
     add_shard,
@@ -101,7 +102,7 @@ def add_retrofit_parser(sub) -> argparse.ArgumentParser:
     )
     add_base(r, "base model (default smollm2)", default="smollm2")
     add_fields(r, TrainConfig, "data", defaults=TRAINING)
-    r.add_argument("--out", dest="out_dir", required=True, help="run directory")
+    add_out(r, "run directory", dest="out_dir")
     add_fields(
         r,
         RetrofitConfig,
