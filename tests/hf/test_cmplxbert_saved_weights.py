@@ -136,3 +136,26 @@ def test_info_describes_saved_folders_and_exports_and_export_refuses_them(tmp_pa
     assert einfo["parameters"]["saved_tensors"] > info["parameters"]["saved_tensors"]
     assert main(["export", "--model", str(exp), "--out", str(tmp_path / "exp2")]) == 2
     assert "from_pretrained(DIR, trust_remote_code=True)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("weights", [None, "all"])
+def test_a_merged_model_saves_and_loads_with_its_outputs(tmp_path, weights):
+    """merge_and_unload then save_pretrained (only what trains, or every tensor) and
+    from_pretrained: the loaded model gives the merged model's outputs (1e-5)."""
+    import transformers
+
+    base = save_tiny_bert_dir(tmp_path / "bert", "BertModel")
+    hf = _classifier(base)
+    ids, mask, tt = batch(vocab=1000)
+    with torch.no_grad():
+        before = hf(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
+    merged = hf.merge_and_unload()
+    with torch.no_grad():
+        want = merged(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
+    assert_close(want, before, rtol=1e-5, atol=1e-5)
+    d = tmp_path / "merged"
+    merged.save_pretrained(d, weights=weights)
+    back = transformers.AutoModelForSequenceClassification.from_pretrained(d).eval()
+    with torch.no_grad():
+        got = back(input_ids=ids, attention_mask=mask, token_type_ids=tt).logits
+    assert_close(got, want, rtol=1e-5, atol=1e-5)
