@@ -208,6 +208,139 @@ def _keep_start(bert, model_config: CmplxBertConfig, layers, heads, norms, calib
                     layer.bias_c[:, 0] = head_offset(layer.base_layer, bound)
 
 
+def _bert_and_task(model: nn.Module, transformers, model_config: CmplxBertConfig):
+    """The encoder inside ``model`` and the task its class names (step 1 of complexify)."""
+    hf_class = type(model).__name__
+    if isinstance(model, transformers.BertForMaskedLM):
+        bert, task = model.bert, "mlm"
+    elif isinstance(model, transformers.BertForPreTraining):
+        bert, task = model.bert, "pretraining"
+    elif isinstance(model, transformers.BertForSequenceClassification):
+        bert, task = model.bert, "classification"
+    elif isinstance(model, transformers.BertForTokenClassification):
+        bert, task = model.bert, "token_classification"
+    elif isinstance(model, transformers.BertModel):
+        bert, task = model, "base"
+    else:
+        raise ValueError(f"complexify: unsupported model class {hf_class}; allowed: {_SUPPORTED}")
+    hc = bert.config
+    if getattr(hc, "is_decoder", False) or getattr(hc, "add_cross_attention", False):
+        raise ValueError(
+            "complexify: decoder BERTs (is_decoder / add_cross_attention) are not "
+            "supported; CmplxBERT is a bidirectional encoder"
+        )
+    if model_config.add_mlm_head and task != "base":
+        raise ValueError(
+            f"complexify: add_mlm_head=True needs a plain BertModel, got "
+            f"{hf_class} (which {'has' if task in ('mlm', 'pretraining') else 'has another'} head)"
+        )
+    return bert, task
+
+
+def _complex_body(bld: _Builder, bert: nn.Module, model_config: CmplxBertConfig):
+    """The complex embeddings, encoder layers and pooler around ``bert`` (step 2).
+
+    Returns:
+        ``(CmplxBody, [CmplxLayer, ...])``.
+    """
+    hc = bert.config
+    p_hidden = hc.hidden_dropout_prob
+    emb = bert.embeddings
+    embeddings = CmplxEmbeddings(
+        bld.embedding(emb.word_embeddings, "bert.embeddings.word_embeddings"),
+        bld.embedding(emb.position_embeddings, "bert.embeddings.position_embeddings"),
+        bld.embedding(emb.token_type_embeddings, "bert.embeddings.token_type_embeddings"),
+        bld.norm(emb.LayerNorm),
+        p_hidden,
+    )
+    layers = []
+    for i, hl in enumerate(bert.encoder.layer):
+        pre = f"bert.encoder.layer.{i}"
+        sa, ao = hl.attention.self, hl.attention.output
+        self_attn = CmplxSelfAttention(
+            bld.linear(sa.query, f"{pre}.attention.self.query"),
+            bld.linear(sa.key, f"{pre}.attention.self.key"),
+            bld.linear(sa.value, f"{pre}.attention.self.value"),
+            hc.num_attention_heads,
+            model_config.attention_score,
+            hc.attention_probs_dropout_prob,
+        )
+        attn_out = CmplxDenseNorm(
+            bld.linear(ao.dense, f"{pre}.attention.output.dense"), bld.norm(ao.LayerNorm), p_hidden
+        )
+        inter = CmplxIntermediate(
+            bld.linear(hl.intermediate.dense, f"{pre}.intermediate.dense"),
+            _activation(hc.hidden_act, model_config.activation),
+        )
+        out = CmplxDenseNorm(
+            bld.linear(hl.output.dense, f"{pre}.output.dense"),
+            bld.norm(hl.output.LayerNorm),
+            p_hidden,
+        )
+        layers.append(CmplxLayer(CmplxAttention(self_attn, attn_out), inter, out))
+    pooler = None
+    if bert.pooler is not None and model_config.heads == "bert":
+        pooler = CmplxPooler(bld.linear(bert.pooler.dense, "bert.pooler.dense", head=True))
+    return CmplxBody(embeddings, CmplxEncoder(layers), pooler), layers
+
+
+def _complex_heads(
+    bld: _Builder, model: nn.Module, bert: nn.Module, task: str, model_config: CmplxBertConfig
+):
+    """The complex MLM (and next-sentence) head or the classifier of ``task`` (step 3).
+
+    Returns:
+        ``(mlm head or None, classifier or None, classifier dropout, task, the real MLM head
+        or None, the new head's real parameters that train)``; ``task`` becomes ``"mlm"``
+        with ``add_mlm_head``.
+    """
+    hc = bert.config
+    cls_head = classifier = hf_head = None
+    fresh: list[nn.Parameter] = []
+    p_cls = 0.0
+    if task in ("mlm", "pretraining") or model_config.add_mlm_head:
+        hf_head = model.cls if task != "base" else _fresh_mlm_head(bert, hc)
+        if model_config.add_mlm_head:
+            tr = hf_head.predictions.transform
+            fresh = [hf_head.predictions.bias]
+            if model_config.heads == "bert":
+                fresh += [tr.dense.weight, tr.dense.bias]
+            task = "mlm"
+        pr = hf_head.predictions
+        transform = None
+        if model_config.heads == "bert":
+            transform = CmplxTransform(
+                bld.linear(pr.transform.dense, "cls.predictions.transform.dense", head=True),
+                _activation(hc.hidden_act, model_config.activation),
+                bld.norm(pr.transform.LayerNorm),
+            )
+        decoder = bld.linear(pr.decoder, "cls.predictions.decoder", head=True)
+        nsp = None
+        if task == "pretraining":  # the next-sentence head reads the pooled first token
+            nsp = bld.linear(model.cls.seq_relationship, "cls.seq_relationship", head=True)
+        cls_head = CmplxMLMHead(CmplxPredictions(transform, decoder), nsp)
+    if task in ("classification", "token_classification"):
+        classifier = bld.linear(model.classifier, "classifier", head=True)
+        cd = getattr(hc, "classifier_dropout", None)
+        p_cls = cd if cd is not None else hc.hidden_dropout_prob
+    return cls_head, classifier, p_cls, task, hf_head, fresh
+
+
+def _heads_policy(bld: _Builder, bert: nn.Module, model_config: CmplxBertConfig) -> None:
+    """What trains in the heads (``train_heads``; step 4): the adapters (default), nothing,
+    or the whole head (its real weights too, except the tied word embedding)."""
+    tied = {id(bert.embeddings.word_embeddings.weight)}
+    for layer in bld.head_layers:
+        if model_config.train_heads == "none":
+            for p in (layer.lora_A, layer.lora_B, layer.bias_c):
+                if p is not None:
+                    p.requires_grad_(False)
+        elif model_config.train_heads == "full":
+            for p in layer.base_layer.parameters():
+                if id(p) not in tied:
+                    p.requires_grad_(True)
+
+
 def complexify(
     model: nn.Module,
     config: ComplexLoRAConfig | None = None,
@@ -259,111 +392,16 @@ def complexify(
     if model_kw:
         model_config = model_config.replace(**model_kw)
     hf_class = type(model).__name__
-    if isinstance(model, transformers.BertForMaskedLM):
-        bert, task = model.bert, "mlm"
-    elif isinstance(model, transformers.BertForPreTraining):
-        bert, task = model.bert, "pretraining"
-    elif isinstance(model, transformers.BertForSequenceClassification):
-        bert, task = model.bert, "classification"
-    elif isinstance(model, transformers.BertForTokenClassification):
-        bert, task = model.bert, "token_classification"
-    elif isinstance(model, transformers.BertModel):
-        bert, task = model, "base"
-    else:
-        raise ValueError(f"complexify: unsupported model class {hf_class}; allowed: {_SUPPORTED}")
-    hc = bert.config
-    if getattr(hc, "is_decoder", False) or getattr(hc, "add_cross_attention", False):
-        raise ValueError(
-            "complexify: decoder BERTs (is_decoder / add_cross_attention) are not "
-            "supported; CmplxBERT is a bidirectional encoder"
-        )
-    if model_config.add_mlm_head and task != "base":
-        raise ValueError(
-            f"complexify: add_mlm_head=True needs a plain BertModel, got "
-            f"{hf_class} (which {'has' if task in ('mlm', 'pretraining') else 'has another'} head)"
-        )
+    bert, task = _bert_and_task(model, transformers, model_config)
     model.requires_grad_(False)
 
     bld = _Builder(config, model_config)
-    p_hidden = hc.hidden_dropout_prob
-    emb = bert.embeddings
-    embeddings = CmplxEmbeddings(
-        bld.embedding(emb.word_embeddings, "bert.embeddings.word_embeddings"),
-        bld.embedding(emb.position_embeddings, "bert.embeddings.position_embeddings"),
-        bld.embedding(emb.token_type_embeddings, "bert.embeddings.token_type_embeddings"),
-        bld.norm(emb.LayerNorm),
-        p_hidden,
-    )
-    layers = []
-    for i, hl in enumerate(bert.encoder.layer):
-        pre = f"bert.encoder.layer.{i}"
-        sa, ao = hl.attention.self, hl.attention.output
-        self_attn = CmplxSelfAttention(
-            bld.linear(sa.query, f"{pre}.attention.self.query"),
-            bld.linear(sa.key, f"{pre}.attention.self.key"),
-            bld.linear(sa.value, f"{pre}.attention.self.value"),
-            hc.num_attention_heads,
-            model_config.attention_score,
-            hc.attention_probs_dropout_prob,
-        )
-        attn_out = CmplxDenseNorm(
-            bld.linear(ao.dense, f"{pre}.attention.output.dense"), bld.norm(ao.LayerNorm), p_hidden
-        )
-        inter = CmplxIntermediate(
-            bld.linear(hl.intermediate.dense, f"{pre}.intermediate.dense"),
-            _activation(hc.hidden_act, model_config.activation),
-        )
-        out = CmplxDenseNorm(
-            bld.linear(hl.output.dense, f"{pre}.output.dense"),
-            bld.norm(hl.output.LayerNorm),
-            p_hidden,
-        )
-        layers.append(CmplxLayer(CmplxAttention(self_attn, attn_out), inter, out))
-    pooler = None
-    if bert.pooler is not None and model_config.heads == "bert":
-        pooler = CmplxPooler(bld.linear(bert.pooler.dense, "bert.pooler.dense", head=True))
-    body = CmplxBody(embeddings, CmplxEncoder(layers), pooler)
-
-    cls_head = classifier = None
-    fresh: list[nn.Parameter] = []
-    p_cls = 0.0
-    if task in ("mlm", "pretraining") or model_config.add_mlm_head:
-        hf_head = model.cls if task != "base" else _fresh_mlm_head(bert, hc)
-        if model_config.add_mlm_head:
-            tr = hf_head.predictions.transform
-            fresh = [hf_head.predictions.bias]
-            if model_config.heads == "bert":
-                fresh += [tr.dense.weight, tr.dense.bias]
-            task = "mlm"
-        pr = hf_head.predictions
-        transform = None
-        if model_config.heads == "bert":
-            transform = CmplxTransform(
-                bld.linear(pr.transform.dense, "cls.predictions.transform.dense", head=True),
-                _activation(hc.hidden_act, model_config.activation),
-                bld.norm(pr.transform.LayerNorm),
-            )
-        decoder = bld.linear(pr.decoder, "cls.predictions.decoder", head=True)
-        nsp = None
-        if task == "pretraining":  # the next-sentence head reads the pooled first token
-            nsp = bld.linear(model.cls.seq_relationship, "cls.seq_relationship", head=True)
-        cls_head = CmplxMLMHead(CmplxPredictions(transform, decoder), nsp)
-    if task in ("classification", "token_classification"):
-        classifier = bld.linear(model.classifier, "classifier", head=True)
-        cd = getattr(hc, "classifier_dropout", None)
-        p_cls = cd if cd is not None else hc.hidden_dropout_prob
+    hc = bert.config
+    body, layers = _complex_body(bld, bert, model_config)
+    heads = _complex_heads(bld, model, bert, task, model_config)
+    cls_head, classifier, p_cls, task, hf_head, fresh = heads
     bld.check_targets(hf_class)
-
-    tied = {id(bert.embeddings.word_embeddings.weight)}
-    for layer in bld.head_layers:  # the heads' training policy
-        if model_config.train_heads == "none":
-            for p in (layer.lora_A, layer.lora_B, layer.bias_c):
-                if p is not None:
-                    p.requires_grad_(False)
-        elif model_config.train_heads == "full":
-            for p in layer.base_layer.parameters():
-                if id(p) not in tied:
-                    p.requires_grad_(True)
+    _heads_policy(bld, bert, model_config)
     for p in fresh:  # a new head's real weights are not pre-trained: they train
         p.requires_grad_(True)
     if model_config.start == "keep":
