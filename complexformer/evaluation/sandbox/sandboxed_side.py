@@ -23,12 +23,15 @@ import os
 import sys
 
 
-def main() -> None:  # pragma: no cover - runs in the sandboxed interpreter
-    """Set the resource limits, enter the working directory, install the guard, run the
-    program as ``__main__``, then (``serve`` mode) answer calls of its entry point."""
+def _setup(cfg: dict) -> tuple[str, dict | None, bytes]:  # pragma: no cover - sandboxed
+    """Join the cgroups, set the resource limits, enter the working directory and read the
+    program and the weak path's token; a failure ends the process with ``setup_exit``.
+
+    Returns:
+        ``(source, report, token)``.
+    """
     import resource
 
-    cfg = json.loads(sys.argv[1])
     try:
         for procs in cfg["cgroup_procs"]:
             with open(procs, "w") as f:
@@ -66,6 +69,159 @@ def main() -> None:  # pragma: no cover - runs in the sandboxed interpreter
         sys.stderr.write(f"sandbox setup failed: {type(e).__name__}: {e}\n")
         sys.stderr.flush()
         os._exit(cfg["setup_exit"])
+    return source, report, token
+
+
+def _install_guard(work: str) -> None:  # pragma: no cover - runs in the sandbox
+    """The audit hook and the replaced functions that keep writes inside ``work`` and refuse
+    processes, sockets, signals, ctypes calls, rlimit changes and the gc's object walks."""
+    import errno
+
+    work = os.path.realpath(work)
+    prefix = work + os.sep
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    devices = {"/dev/null"}
+    forbidden = frozenset(
+        (
+            "os.system",
+            "os.exec",
+            "os.posix_spawn",
+            "os.spawn",
+            "os.fork",
+            "os.forkpty",
+            "os.kill",
+            "os.killpg",
+            "subprocess.Popen",
+            "pty.spawn",
+            "os.startfile",
+            "socket.__new__",
+            "socket.bind",
+            "socket.connect",
+            "socket.getaddrinfo",
+            "socket.gethostbyname",
+            "socket.gethostbyaddr",
+            "socket.getnameinfo",
+            "socket.sendto",
+            "socket.sendmsg",
+            "socket.sethostname",
+            "ctypes.dlsym",
+            "ctypes.dlsym/handle",
+            "ctypes.cdata",
+            "ctypes.cdata/buffer",
+            "ctypes.call_function",
+            "ctypes.string_at",
+            "ctypes.wstring_at",
+            "resource.setrlimit",
+            "resource.prlimit",
+            "gc.get_objects",
+            "gc.get_referrers",
+            "gc.get_referents",
+        )
+    )
+    # event -> ((index of a path argument, index of its dir_fd argument or None), ...)
+    checked = {
+        "os.remove": ((0, 1),),
+        "os.rmdir": ((0, 1),),
+        "os.mkdir": ((0, 2),),
+        "os.chmod": ((0, 2),),
+        "os.chown": ((0, 3),),
+        "os.utime": ((0, 3),),
+        "os.truncate": ((0, None),),
+        "os.chflags": ((0, None),),
+        "os.lchflags": ((0, None),),
+        "os.setxattr": ((0, None),),
+        "os.removexattr": ((0, None),),
+        "os.rename": ((0, 2), (1, 3)),
+        "os.link": ((0, 2), (1, 3)),
+        "os.symlink": ((1, 2),),
+        "shutil.rmtree": ((0, 1),),
+        "shutil.chown": ((0, None),),
+        "shutil.copyfile": ((1, None),),
+        "shutil.copymode": ((1, None),),
+        "shutil.copystat": ((1, None),),
+        "shutil.move": ((0, None), (1, None)),
+    }
+    realpath, isabs, join, fsdecode = (
+        os.path.realpath,
+        os.path.isabs,
+        os.path.join,
+        os.fsdecode,
+    )
+
+    def denied(what: str, path: object = None) -> PermissionError:
+        msg = f"sandbox: {what} is not allowed"
+        return (
+            PermissionError(errno.EACCES, msg)
+            if path is None
+            else PermissionError(errno.EACCES, msg, path)
+        )
+
+    def inside(path: object, dir_fd: object) -> bool:
+        if isinstance(path, int):  # an open descriptor: checked when it was opened
+            return True
+        try:
+            p = fsdecode(path)
+            if p in devices:
+                return True
+            if not isabs(p):
+                if isinstance(dir_fd, int) and dir_fd >= 0:
+                    base = os.readlink(f"/proc/self/fd/{dir_fd}")
+                else:
+                    base = os.getcwd()
+                p = join(base, p)
+            real = realpath(p)
+        except Exception:
+            return False
+        return real == work or real.startswith(prefix)
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "open":
+            path, mode, flags = (tuple(args) + (None, None, None))[:3]
+            writing = (isinstance(flags, int) and flags & write_flags) or (
+                isinstance(mode, str) and any(c in mode for c in "wax+")
+            )
+            if writing and not inside(path, None):
+                raise denied("writing outside the working directory", path)
+            return
+        if event in forbidden or (event == "ctypes.dlopen" and args[0] is not None):
+            raise denied(event)  # dlopen(None) lets ``import ctypes`` (numpy) work
+        spec = checked.get(event)
+        if spec is not None:
+            for pi, fi in spec:
+                if pi < len(args):
+                    fd = args[fi] if fi is not None and fi < len(args) else None
+                    if not inside(args[pi], fd):
+                        raise denied(f"{event} outside the working directory", args[pi])
+
+    sys.addaudithook(hook)
+    os_open = os.open
+
+    def guarded_open(
+        path: object, flags: int, mode: int = 0o777, *, dir_fd: int | None = None
+    ) -> int:
+        # the "open" audit event omits dir_fd: resolve it here
+        if dir_fd is not None and flags & write_flags and not inside(path, dir_fd):
+            raise denied("writing outside the working directory", path)
+        return os_open(path, flags, mode, dir_fd=dir_fd)
+
+    os.open = guarded_open
+
+    def blocked(*_args: object, **_kwargs: object) -> None:
+        raise denied("this operation")
+
+    import _posixsubprocess
+
+    _posixsubprocess.fork_exec = blocked
+    for name in ("setsid", "setpgid", "setpgrp", "mknod", "chroot", "unshare", "setns"):
+        if hasattr(os, name):
+            setattr(os, name, blocked)
+
+
+def main() -> None:  # pragma: no cover - runs in the sandboxed interpreter
+    """Set the resource limits, enter the working directory, install the guard, run the
+    program as ``__main__``, then (``serve`` mode) answer calls of its entry point."""
+    cfg = json.loads(sys.argv[1])
+    source, report, token = _setup(cfg)
     sys.dont_write_bytecode = True
     sys.path.extend(cfg["site_packages"])  # without .pth processing (-S): fast, no hooks
     import _sitebuiltins
@@ -76,147 +232,7 @@ def main() -> None:  # pragma: no cover - runs in the sandboxed interpreter
     builtins.help = _sitebuiltins._Helper()
 
     if cfg["guard"]:
-        import errno
-
-        work = os.path.realpath(cfg["work"])
-        prefix = work + os.sep
-        write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-        devices = {"/dev/null"}
-        forbidden = frozenset(
-            (
-                "os.system",
-                "os.exec",
-                "os.posix_spawn",
-                "os.spawn",
-                "os.fork",
-                "os.forkpty",
-                "os.kill",
-                "os.killpg",
-                "subprocess.Popen",
-                "pty.spawn",
-                "os.startfile",
-                "socket.__new__",
-                "socket.bind",
-                "socket.connect",
-                "socket.getaddrinfo",
-                "socket.gethostbyname",
-                "socket.gethostbyaddr",
-                "socket.getnameinfo",
-                "socket.sendto",
-                "socket.sendmsg",
-                "socket.sethostname",
-                "ctypes.dlsym",
-                "ctypes.dlsym/handle",
-                "ctypes.cdata",
-                "ctypes.cdata/buffer",
-                "ctypes.call_function",
-                "ctypes.string_at",
-                "ctypes.wstring_at",
-                "resource.setrlimit",
-                "resource.prlimit",
-                "gc.get_objects",
-                "gc.get_referrers",
-                "gc.get_referents",
-            )
-        )
-        # event -> ((index of a path argument, index of its dir_fd argument or None), ...)
-        checked = {
-            "os.remove": ((0, 1),),
-            "os.rmdir": ((0, 1),),
-            "os.mkdir": ((0, 2),),
-            "os.chmod": ((0, 2),),
-            "os.chown": ((0, 3),),
-            "os.utime": ((0, 3),),
-            "os.truncate": ((0, None),),
-            "os.chflags": ((0, None),),
-            "os.lchflags": ((0, None),),
-            "os.setxattr": ((0, None),),
-            "os.removexattr": ((0, None),),
-            "os.rename": ((0, 2), (1, 3)),
-            "os.link": ((0, 2), (1, 3)),
-            "os.symlink": ((1, 2),),
-            "shutil.rmtree": ((0, 1),),
-            "shutil.chown": ((0, None),),
-            "shutil.copyfile": ((1, None),),
-            "shutil.copymode": ((1, None),),
-            "shutil.copystat": ((1, None),),
-            "shutil.move": ((0, None), (1, None)),
-        }
-        realpath, isabs, join, fsdecode = (
-            os.path.realpath,
-            os.path.isabs,
-            os.path.join,
-            os.fsdecode,
-        )
-
-        def denied(what: str, path: object = None) -> PermissionError:
-            msg = f"sandbox: {what} is not allowed"
-            return (
-                PermissionError(errno.EACCES, msg)
-                if path is None
-                else PermissionError(errno.EACCES, msg, path)
-            )
-
-        def inside(path: object, dir_fd: object) -> bool:
-            if isinstance(path, int):  # an open descriptor: checked when it was opened
-                return True
-            try:
-                p = fsdecode(path)
-                if p in devices:
-                    return True
-                if not isabs(p):
-                    if isinstance(dir_fd, int) and dir_fd >= 0:
-                        base = os.readlink(f"/proc/self/fd/{dir_fd}")
-                    else:
-                        base = os.getcwd()
-                    p = join(base, p)
-                real = realpath(p)
-            except Exception:
-                return False
-            return real == work or real.startswith(prefix)
-
-        def hook(event: str, args: tuple) -> None:
-            if event == "open":
-                path, mode, flags = (tuple(args) + (None, None, None))[:3]
-                writing = (isinstance(flags, int) and flags & write_flags) or (
-                    isinstance(mode, str) and any(c in mode for c in "wax+")
-                )
-                if writing and not inside(path, None):
-                    raise denied("writing outside the working directory", path)
-                return
-            if event in forbidden or (event == "ctypes.dlopen" and args[0] is not None):
-                raise denied(event)  # dlopen(None) lets ``import ctypes`` (numpy) work
-            spec = checked.get(event)
-            if spec is not None:
-                for pi, fi in spec:
-                    if pi < len(args):
-                        fd = args[fi] if fi is not None and fi < len(args) else None
-                        if not inside(args[pi], fd):
-                            raise denied(f"{event} outside the working directory", args[pi])
-
-        sys.addaudithook(hook)
-        os_open = os.open
-
-        def guarded_open(
-            path: object, flags: int, mode: int = 0o777, *, dir_fd: int | None = None
-        ) -> int:
-            # the "open" audit event omits dir_fd: resolve it here
-            if dir_fd is not None and flags & write_flags and not inside(path, dir_fd):
-                raise denied("writing outside the working directory", path)
-            return os_open(path, flags, mode, dir_fd=dir_fd)
-
-        os.open = guarded_open
-
-        def blocked(*_args: object, **_kwargs: object) -> None:
-            raise denied("this operation")
-
-        import _posixsubprocess
-
-        _posixsubprocess.fork_exec = blocked
-        for name in ("setsid", "setpgid", "setpgrp", "mknod", "chroot", "unshare", "setns"):
-            if hasattr(os, name):
-                setattr(os, name, blocked)
-        del hook, blocked, guarded_open, _posixsubprocess
+        _install_guard(cfg["work"])
 
     import linecache
     import types
