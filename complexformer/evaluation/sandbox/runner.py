@@ -590,13 +590,9 @@ def start_program(
         stdin: descriptor for the program's standard input (default ``/dev/null``).
         pass_fds: further descriptors the program inherits (same numbers).
     """
-    for name, value in (
-        ("timeout", timeout),
-        ("memory_mb", memory_mb),
-        ("max_processes", max_processes),
-        ("max_file_size_mb", max_file_size_mb),
-        ("max_open_files", max_open_files),
-    ):
+    limits = dict(timeout=timeout, memory_mb=memory_mb, max_processes=max_processes)
+    limits.update(max_file_size_mb=max_file_size_mb, max_open_files=max_open_files)
+    for name, value in limits.items():
         _check_positive(name, value)
     _check_positive("cpu_seconds", cpu_seconds, allow_none=True)
     if os.name != "posix":
@@ -617,14 +613,7 @@ def start_program(
         with open(program, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(source)
         os.chmod(program, 0o644)  # read by uid 65534 through a read-only bind
-        if caps["process_limit"] == "rlimit":
-            # counted in the new user namespace too: unshare, or bwrap's init when not root
-            # (as root the inner bwrap stays outside it)
-            nproc = max_processes + (0 if bwrap and os.geteuid() == 0 else 1)
-        elif caps["process_limit"] == "rlimit-approximate":
-            nproc = user_task_count(os.getuid()) + max_processes
-        else:
-            nproc = None
+        nproc = _nproc_limit(caps["process_limit"], max_processes, bool(bwrap))
         try:
             _make_cgroups(run, caps, sandbox_id, max_processes, memory_mb, bool(bwrap))
         except OSError as e:
@@ -647,60 +636,85 @@ def start_program(
             "serve": serve,
             "report": report,
         }
-        env = {
-            "PATH": os.defpath,
-            "HOME": work,
-            "TMPDIR": work,
-            "TMP": work,
-            "TEMP": work,
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            MARKER_VAR: sandbox_id,
-        }
-        args = ["-I", "-S", "-B", "-c", _prelude(), json.dumps(cfg)]
-        ends: list[int] = []  # descriptors only the child needs: closed here once it started
-        try:
-            if bwrap:
-                size = 4 * (int(max_file_size_mb) << 20)
-                seccomp = socket_filter() if caps.get("seccomp") else None
-                fd = None if seccomp is None else filter_pipe(seccomp)
-                ends += [] if fd is None else [fd]
-                cmd = bwrap_command(bwrap, program, env, cfg["site_packages"], size, fd) + args
-                if procs:  # join the cgroups as root, before bwrap drops to uid 65534
-                    cmd = ["/bin/sh", "-c", _JOIN, "sh", *procs, "--", *cmd]
-                outer_env = {k: env[k] for k in ("PATH", "LANG", "LC_ALL", MARKER_VAR)}
-                cwd = run.root
-            else:
-                cmd = [*caps["unshare"], sys.executable, *args]
-                outer_env, cwd = env, work
-            # stdout and stderr: capped pipes read by a thread, never files on the host
-            out_r, out_w = os.pipe()
-            ends.append(out_w)
-            err_r, err_w = os.pipe()
-            ends.append(err_w)
-            run.output = OutputPipes(
-                {"stdout": out_r, "stderr": err_r}, int(max_file_size_mb) << 20
-            )
-            try:
-                run.proc = subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.DEVNULL if stdin is None else stdin,
-                    stdout=out_w,
-                    stderr=err_w,
-                    cwd=cwd,
-                    env=outer_env,
-                    start_new_session=True,
-                    close_fds=True,
-                    pass_fds=(*pass_fds, *(fd for fd in ends if fd not in (out_w, err_w))),
-                )
-            except OSError as e:
-                run.error = f"sandbox: could not start: {e}"
-        finally:
-            for fd in ends:
-                os.close(fd)
-            if run.output is not None:
-                run.output.start()
+        _spawn(run, cfg, procs, program, int(max_file_size_mb) << 20, stdin, pass_fds)
         return run
     except BaseException:
         run.close()
         raise
+
+
+def _nproc_limit(process_limit: str, max_processes: int, bwrap: bool) -> int | None:
+    """RLIMIT_NPROC of the sandboxed program for the way processes are limited here."""
+    if process_limit == "rlimit":
+        # counted in the new user namespace too: unshare, or bwrap's init when not root
+        # (as root the inner bwrap stays outside it)
+        return max_processes + (0 if bwrap and os.geteuid() == 0 else 1)
+    if process_limit == "rlimit-approximate":
+        return user_task_count(os.getuid()) + max_processes
+    return None
+
+
+def _spawn(
+    run: RunningProgram,
+    cfg: dict[str, Any],
+    procs: list[str],
+    program: str,
+    output_cap: int,
+    stdin: int | None,
+    pass_fds: tuple[int, ...],
+) -> None:
+    """Start the sandboxed interpreter for ``cfg`` (under bubblewrap where the run's caps
+    have it, else under unshare) with capped output pipes; ``run.error`` says why not."""
+    caps, work = run.caps, cfg["work"]
+    bwrap = caps["bwrap"]
+    env = {
+        "PATH": os.defpath,
+        "HOME": work,
+        "TMPDIR": work,
+        "TMP": work,
+        "TEMP": work,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        MARKER_VAR: run.sandbox_id,
+    }
+    args = ["-I", "-S", "-B", "-c", _prelude(), json.dumps(cfg)]
+    ends: list[int] = []  # descriptors only the child needs: closed here once it started
+    try:
+        if bwrap:
+            seccomp = socket_filter() if caps.get("seccomp") else None
+            fd = None if seccomp is None else filter_pipe(seccomp)
+            ends += [] if fd is None else [fd]
+            cmd = bwrap_command(bwrap, program, env, cfg["site_packages"], 4 * output_cap, fd)
+            cmd += args
+            if procs:  # join the cgroups as root, before bwrap drops to uid 65534
+                cmd = ["/bin/sh", "-c", _JOIN, "sh", *procs, "--", *cmd]
+            outer_env = {k: env[k] for k in ("PATH", "LANG", "LC_ALL", MARKER_VAR)}
+            cwd = run.root
+        else:
+            cmd = [*caps["unshare"], sys.executable, *args]
+            outer_env, cwd = env, work
+        # stdout and stderr: capped pipes read by a thread, never files on the host
+        out_r, out_w = os.pipe()
+        ends.append(out_w)
+        err_r, err_w = os.pipe()
+        ends.append(err_w)
+        run.output = OutputPipes({"stdout": out_r, "stderr": err_r}, output_cap)
+        try:
+            run.proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL if stdin is None else stdin,
+                stdout=out_w,
+                stderr=err_w,
+                cwd=cwd,
+                env=outer_env,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(*pass_fds, *(fd for fd in ends if fd not in (out_w, err_w))),
+            )
+        except OSError as e:
+            run.error = f"sandbox: could not start: {e}"
+    finally:
+        for fd in ends:
+            os.close(fd)
+        if run.output is not None:
+            run.output.start()

@@ -22,6 +22,69 @@ import json
 import os
 import sys
 
+#: Audit events the guard refuses outright.
+_FORBIDDEN = frozenset(
+    (
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "os.kill",
+        "os.killpg",
+        "subprocess.Popen",
+        "pty.spawn",
+        "os.startfile",
+        "socket.__new__",
+        "socket.bind",
+        "socket.connect",
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyaddr",
+        "socket.getnameinfo",
+        "socket.sendto",
+        "socket.sendmsg",
+        "socket.sethostname",
+        "ctypes.dlsym",
+        "ctypes.dlsym/handle",
+        "ctypes.cdata",
+        "ctypes.cdata/buffer",
+        "ctypes.call_function",
+        "ctypes.string_at",
+        "ctypes.wstring_at",
+        "resource.setrlimit",
+        "resource.prlimit",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+    )
+)
+#: Audit events whose path arguments must lie inside the working directory:
+#: event -> ((index of a path argument, index of its dir_fd argument or None), ...).
+_CHECKED = {
+    "os.remove": ((0, 1),),
+    "os.rmdir": ((0, 1),),
+    "os.mkdir": ((0, 2),),
+    "os.chmod": ((0, 2),),
+    "os.chown": ((0, 3),),
+    "os.utime": ((0, 3),),
+    "os.truncate": ((0, None),),
+    "os.chflags": ((0, None),),
+    "os.lchflags": ((0, None),),
+    "os.setxattr": ((0, None),),
+    "os.removexattr": ((0, None),),
+    "os.rename": ((0, 2), (1, 3)),
+    "os.link": ((0, 2), (1, 3)),
+    "os.symlink": ((1, 2),),
+    "shutil.rmtree": ((0, 1),),
+    "shutil.chown": ((0, None),),
+    "shutil.copyfile": ((1, None),),
+    "shutil.copymode": ((1, None),),
+    "shutil.copystat": ((1, None),),
+    "shutil.move": ((0, None), (1, None)),
+}
+
 
 def _setup(cfg: dict) -> tuple[str, dict | None, bytes]:  # pragma: no cover - sandboxed
     """Join the cgroups, set the resource limits, enter the working directory and read the
@@ -81,66 +144,7 @@ def _install_guard(work: str) -> None:  # pragma: no cover - runs in the sandbox
     prefix = work + os.sep
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     devices = {"/dev/null"}
-    forbidden = frozenset(
-        (
-            "os.system",
-            "os.exec",
-            "os.posix_spawn",
-            "os.spawn",
-            "os.fork",
-            "os.forkpty",
-            "os.kill",
-            "os.killpg",
-            "subprocess.Popen",
-            "pty.spawn",
-            "os.startfile",
-            "socket.__new__",
-            "socket.bind",
-            "socket.connect",
-            "socket.getaddrinfo",
-            "socket.gethostbyname",
-            "socket.gethostbyaddr",
-            "socket.getnameinfo",
-            "socket.sendto",
-            "socket.sendmsg",
-            "socket.sethostname",
-            "ctypes.dlsym",
-            "ctypes.dlsym/handle",
-            "ctypes.cdata",
-            "ctypes.cdata/buffer",
-            "ctypes.call_function",
-            "ctypes.string_at",
-            "ctypes.wstring_at",
-            "resource.setrlimit",
-            "resource.prlimit",
-            "gc.get_objects",
-            "gc.get_referrers",
-            "gc.get_referents",
-        )
-    )
-    # event -> ((index of a path argument, index of its dir_fd argument or None), ...)
-    checked = {
-        "os.remove": ((0, 1),),
-        "os.rmdir": ((0, 1),),
-        "os.mkdir": ((0, 2),),
-        "os.chmod": ((0, 2),),
-        "os.chown": ((0, 3),),
-        "os.utime": ((0, 3),),
-        "os.truncate": ((0, None),),
-        "os.chflags": ((0, None),),
-        "os.lchflags": ((0, None),),
-        "os.setxattr": ((0, None),),
-        "os.removexattr": ((0, None),),
-        "os.rename": ((0, 2), (1, 3)),
-        "os.link": ((0, 2), (1, 3)),
-        "os.symlink": ((1, 2),),
-        "shutil.rmtree": ((0, 1),),
-        "shutil.chown": ((0, None),),
-        "shutil.copyfile": ((1, None),),
-        "shutil.copymode": ((1, None),),
-        "shutil.copystat": ((1, None),),
-        "shutil.move": ((0, None), (1, None)),
-    }
+    forbidden, checked = _FORBIDDEN, _CHECKED
     realpath, isabs, join, fsdecode = (
         os.path.realpath,
         os.path.isabs,
