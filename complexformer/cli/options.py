@@ -319,7 +319,12 @@ def add_sampling(p: argparse.ArgumentParser) -> None:
 
 
 def add_set(
-    p: argparse.ArgumentParser, configs: Iterable[type], choices: Iterable[str] = ()
+    p: argparse.ArgumentParser,
+    configs: Iterable[type],
+    choices: Iterable[str] = (),
+    *,
+    help: str | None = None,
+    config_file: bool = True,
 ) -> None:
     """``--set KEY=VALUE`` and ``--config FILE`` over every field of ``configs``.
 
@@ -329,6 +334,8 @@ def add_set(
             share a field).
         choices: options a config file may also choose, such as ``preset`` or ``recipe``
             (read with :func:`config_choice`).
+        help: the help of ``--set`` where the command routes it itself (``evaluate``).
+        config_file: also add ``--config`` (read by :func:`build_configs`).
     """
     names = ", ".join(c.__name__ for c in configs)
     chosen = "".join(f", {c} = NAME" for c in choices)
@@ -338,17 +345,19 @@ def add_set(
         action="extend",
         default=[],
         metavar="KEY=VALUE",
-        help=f"override any field of {names} (VALUE read as JSON when it parses; "
+        help=help
+        or f"override any field of {names} (VALUE read as JSON when it parses; "
         "NAME.KEY=VALUE where two configs share KEY)",
     )
-    p.add_argument(
-        "--config",
-        metavar="FILE",
-        default=None,
-        help=f"a TOML file of field values of {names}: KEY = VALUE lines, or [NAME] tables "
-        f"where two configs share KEY{chosen}; the options given on the command line and "
-        "--set win over the file",
-    )
+    if config_file:
+        p.add_argument(
+            "--config",
+            metavar="FILE",
+            default=None,
+            help=f"a TOML file of field values of {names}: KEY = VALUE lines, or [NAME] tables "
+            f"where two configs share KEY{chosen}; the options given on the command line and "
+            "--set win over the file",
+        )
     p.set_defaults(_config_choices=tuple(choices))
 
 

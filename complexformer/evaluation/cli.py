@@ -16,7 +16,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..cli.options import add_model, add_threads, add_verify, route_overrides
+from ..cli.options import (
+    add_json,
+    add_model,
+    add_out,
+    add_set,
+    add_threads,
+    add_verify,
+    route_overrides,
+)
 
 __all__ = [
     "LM_EVAL_TASKS_DIR",
@@ -206,21 +214,20 @@ def add_evaluate_parser(sub) -> argparse.ArgumentParser:
         metavar="SUITE",
         help=f"suites to run: {', '.join(suites)} (default ppl)",
     )
-    e.add_argument(
-        "--out",
+    add_out(
+        e,
+        required=False,
         default=None,
         metavar="DIR",
         help="results folder (default: the model's eval/ folder, RUN/eval for a run or its "
         "checkpoints, EXPORT/eval for an export; ./eval with several --model)",
     )
     add_threads(e)
-    e.add_argument("--json", action="store_true", help="print the metrics as JSON")
-    e.add_argument(
-        "--set",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="KEY=VALUE",
+    add_json(e, "print the metrics as JSON")
+    add_set(
+        e,
+        (),
+        config_file=False,
         help="override any field of the chosen suites' configs, also those without an option "
         "(SUITE.KEY=VALUE for one suite; VALUE read as JSON when it parses)",
     )
