@@ -12,7 +12,7 @@ import torch
 #: machine is shared).
 ONE_THREAD_DIRS = ("nn", "cmplxbert", "evaluation")
 #: test folders that train runs: a private tokenizer/token cache, no torchrun environment.
-PRIVATE_CACHE_DIRS = ("training", "evaluation", "reproduce")
+PRIVATE_CACHE_DIRS = ("training", "lm", "evaluation", "reproduce")
 
 
 def _folder(request) -> str:

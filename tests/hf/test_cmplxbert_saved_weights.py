@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 from complexformer.cmplxbert import complexify, load_hf_bert  # noqa: E402
 from tests.cmplxbert.lora_testlib import batch, save_tiny_bert_dir  # noqa: E402
-from tests.hf.test_cmplxbert_hf import _trained  # noqa: E402
+from tests.hf.test_cmplxbert import _trained  # noqa: E402
 
 
 def _keys(path):

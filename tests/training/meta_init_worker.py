@@ -1,4 +1,4 @@
-"""A rank of ``test_training_meta_init``: builds the LM on meta, shards it over the gloo group,
+"""A rank of ``test_meta_init``: builds the LM on meta, shards it over the gloo group,
 fills each rank's shard from the replay, gathers the full state and compares it on rank 0
 with the model built on the CPU from the same seed; writes the result to ``argv[1]``."""
 

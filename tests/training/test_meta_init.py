@@ -18,7 +18,7 @@ from torch import nn
 from complexformer.attention import SCHEMES
 from complexformer.models import ComplexFormerLM, preset_config
 from complexformer.training.meta_init import build_on_meta, rank_chunk
-from tests.training.test_training_ddp import launch
+from tests.training.test_loop_ddp import launch
 
 WORKER = Path(__file__).with_name("meta_init_worker.py")
 

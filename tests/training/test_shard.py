@@ -15,7 +15,7 @@ import torch.distributed as tdist
 from complexformer.lm import load_run, train
 from complexformer.models import GPTConfig
 from complexformer.training import TrainConfig
-from tests.training.test_training_ddp import launch, step_losses, train_command
+from tests.training.test_loop_ddp import launch, step_losses, train_command
 from tests.training.training_testlib import REFERENCE_MODEL, REFERENCE_TRAIN
 
 pytestmark = pytest.mark.skipif(

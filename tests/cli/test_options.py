@@ -120,7 +120,7 @@ def _cli_docs():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "write_cli_docs.py"
+    path = Path(__file__).resolve().parents[2] / "scripts" / "write_cli_docs.py"
     spec = importlib.util.spec_from_file_location("write_cli_docs", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -20,7 +20,7 @@ from complexformer.lm import load_run
 from complexformer.models import ComplexFormerLM
 from complexformer.storage import MANIFEST, ManifestError
 from complexformer.training import load_checkpoint
-from tests.artifacts.test_artifacts import TRAIN
+from tests.artifacts.test_loader import TRAIN
 from tests.common_testlib import write_corpus
 
 

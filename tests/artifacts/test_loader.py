@@ -102,7 +102,7 @@ def test_cmplxbert_directory_is_described_and_refused_by_generate(tmp_path, caps
     err = capsys.readouterr().err
     assert code == 2 and "complexformer generate: error: generation needs a causal" in err
     assert "is a CmplxBERT directory" in err
-    # export writes a CmplxBERT export (tests/hf/test_cmplxbert_export.py loads it)
+    # export writes a CmplxBERT export (tests/hf/test_export_cmplxbert.py loads it)
     code = main(["export", "--model", str(tmp_path / "cb"), "--out", str(tmp_path / "x")])
     assert code == 0 and (tmp_path / "x" / "modeling_cmplxbert.py").is_file()
 

@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 from complexformer.cli import main  # noqa: E402
 from complexformer.cmplxbert import complexify, load_cmplxbert, load_hf_bert, save_cmplxbert  # noqa: E402
 from tests.cmplxbert.lora_testlib import save_tiny_bert_dir  # noqa: E402
-from tests.hf.test_cmplxbert_hf import _trained  # noqa: E402
+from tests.hf.test_cmplxbert import _trained  # noqa: E402
 
 #: The tasks exported and loaded in the process without complexformer (every class is
 #: compared in process below).
@@ -133,7 +133,7 @@ def test_self_contained_classes_equal_the_package(tmp_path, kind, variant):
     import complexformer.hf.modeling_cmplxbert as remote
     from complexformer.hf.cmplxbert import to_transformers
     from tests.cmplxbert.lora_testlib import batch
-    from tests.hf.test_cmplxbert_hf import _cmplx
+    from tests.hf.test_cmplxbert import _cmplx
 
     ids, mask, tt = batch()
     hf = to_transformers(_cmplx(kind, **variant)).eval()

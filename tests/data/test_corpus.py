@@ -286,7 +286,7 @@ def test_hf_corpus_uses_native_splits_and_carves_missing_ones(monkeypatch):
     calls: list = []
     train = [f"row {i}" if i % 10 else "" for i in range(3000)]
     _fake_datasets(monkeypatch, {"train": train, "validation": ["v1", "", "v2"]}, calls)
-    # the memory-mapped path (a Hub name streams by default: tests/data/test_data_hf.py)
+    # the memory-mapped path (a Hub name streams by default: tests/data/test_hf.py)
     corpus = load_corpus("hf:Salesforce/wikitext:wikitext-103-raw-v1", log=None, hf_streaming=False)
     assert isinstance(corpus, HFCorpus)
     assert calls == [("Salesforce/wikitext", "wikitext-103-raw-v1", {"streaming": False})]

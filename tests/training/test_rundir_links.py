@@ -24,7 +24,7 @@ from complexformer.training.checkpoint import (
 )
 from complexformer.training.plot import plot_loss_curves
 from complexformer.training.rundir import LOCK_FILE, RUN_MARKER, clear_run, run_lock
-from tests.training.test_training_lock import TINY
+from tests.training.test_rundir_lock import TINY
 
 
 def snapshot(root: Path) -> dict[str, object]:

@@ -13,8 +13,8 @@ from complexformer.cli import main
 from complexformer.lm import train
 from complexformer.training import NotARunFolderError
 from complexformer.training.rundir import LOCK_FILE, RUN_MARKER, is_run_folder
-from tests.training.test_training_lock import TINY
-from tests.training.test_training_run_folder_links import snapshot
+from tests.training.test_rundir_links import snapshot
+from tests.training.test_rundir_lock import TINY
 
 
 @pytest.fixture()

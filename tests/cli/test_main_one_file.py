@@ -15,8 +15,7 @@ from complexformer.data import text_corpus
 from complexformer.data.corpus import document_start
 from complexformer.lm import run_prompt
 from complexformer.training.rundir import PROMPT_FILE
-
-from .test_cli import SMALL
+from tests.cli.test_main import SMALL
 
 
 @pytest.fixture(scope="module")

@@ -139,7 +139,7 @@ def test_compat_mha_errors_name_the_bad_value():
         cc.nn.MultiheadAttention(4, 32, 8, 8, softmax_on="modulus")
     with pytest.raises(ValueError, match="attention must be .*'flash'"):
         cc.nn.MultiheadAttention(4, 32, 8, 8, attention="flash")
-    # complextorch takes any SoftMaxClass (test_compat_sdpa.py runs a custom one against it) and
+    # complextorch takes any SoftMaxClass (test_sdpa.py runs a custom one against it) and
     # ignores it when softmax_on="real"; so does the compat layer
     cc.nn.MultiheadAttention(4, 32, 8, 8, SoftMaxClass=torch.nn.Softmax)
     cc.nn.MultiheadAttention(4, 32, 8, 8, SoftMaxClass=torch.nn.Softmax, softmax_on="real")
