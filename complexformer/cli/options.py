@@ -5,7 +5,7 @@ everywhere: ``--model`` is an artifact to read, ``--base`` a model to convert or
 ``--seeds`` the list of seeds to run, ``--seq-len`` the tokens per sequence, ``--rank`` the
 adapters' rank, ``--preset`` a named model configuration and ``--recipe`` a named set of
 training defaults. Lists are written with spaces (``--seeds 0 1 2``; repeating the flag
-appends). ``tests/test_cli_vocabulary.py`` walks every parser against :data:`VOCABULARY`.
+appends). ``tests/cli/test_options.py`` walks every parser against :data:`VOCABULARY`.
 
 The module lives beside the command (:mod:`complexformer.cli`) on a low layer of its own
 (docs/architecture.md): each part's ``cli.py`` builds its subcommand's parser from it.
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 #: The one meaning of each flag; a flag outside this table, or two flags with one meaning,
-#: fails ``tests/test_cli_vocabulary.py``.
+#: fails ``tests/cli/test_options.py``.
 VOCABULARY: dict[str, str] = {
     # what to read and where to write
     "--model": "an artifact to read: LM run, checkpoint or final model, export, retrofit run or "

@@ -72,7 +72,7 @@ def test_mlm_on_a_prepared_folder_without_its_source_has_the_direct_losses(base,
 @pytest.mark.slow  # two ranks that import transformers: about 30 s on two shared cores
 @pytest.mark.skipif(not tdist.is_available() or not tdist.is_gloo_available(), reason="needs gloo")
 def test_a_rank0_preparation_failure_ends_every_mlm_rank_with_its_message(base, tmp_path):
-    from tests.training.test_training_ddp import launch
+    from tests.training.test_loop_ddp import launch
 
     src = tmp_path / "src"
     src.mkdir()
