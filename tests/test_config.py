@@ -7,7 +7,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from complexformer.config import ConfigBase, parse_overrides, parse_value, unknown_key_error
+from complexformer.config import (
+    ConfigBase,
+    NamedConfigs,
+    field_docs,
+    parse_overrides,
+    parse_value,
+    unknown_key_error,
+)
 
 
 @dataclass
@@ -55,3 +62,56 @@ def test_parse_overrides():
     assert parse_overrides([" a =1", "b=x=y"]) == {"a": 1, "b": "x=y"}
     with pytest.raises(ValueError, match="--opt expects KEY=VALUE, got '=1'"):
         parse_overrides(["=1"], option="--opt")
+
+
+def test_named_configs_extends_merges_tables_and_refuses_cycles():
+    data = {
+        "a": {"description": "A", "x": {"p": 1, "q": 2}, "y": 3},
+        "b": {"extends": "a", "x": {"q": 5}},
+    }
+    named = NamedConfigs.from_dict(data, "recipe", "f.toml")
+    assert named["b"] == {"x": {"p": 1, "q": 5}, "y": 3}
+    assert named.descriptions == {"a": "A", "b": ""}
+    with pytest.raises(ValueError, match="extends itself"):
+        NamedConfigs.from_dict({"a": {"extends": "b"}, "b": {"extends": "a"}}, "recipe", "f")
+    with pytest.raises(ValueError, match="unknown recipe to extend"):
+        NamedConfigs.from_dict({"a": {"extends": "zz"}}, "recipe", "f")
+
+
+def test_field_docs_read_the_attributes_section():
+    @dataclass
+    class Base:
+        """Base.
+
+        Attributes:
+            a: the first
+                field, on two lines.
+            b (int): uses ``code`` and :class:`~pkg.mod.Thing`.
+
+        Raises:
+            ValueError: not a field.
+        """
+
+        a: int = 1
+        b: int = 2
+
+    @dataclass
+    class Child(Base):
+        """Child.
+
+        Attributes:
+            b: redefined.
+            c: *new*.
+        """
+
+        c: int = 3
+
+    assert field_docs(Base) == {
+        "a": "the first field, on two lines.",
+        "b": "uses code and Thing.",
+    }
+    assert field_docs(Child) == {
+        "a": "the first field, on two lines.",
+        "b": "redefined.",
+        "c": "new.",
+    }

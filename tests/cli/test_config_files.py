@@ -1,4 +1,4 @@
-"""Options declared by config fields, named configurations as TOML files, and ``--config``.
+"""Options declared by config fields and ``--config`` files.
 
 The configs that ``train``, ``prepare`` and ``retrofit`` build from a command line are
 compared with the ones the same command lines gave before the options were declared by the
@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from complexformer.cli import build_parser, train_configs
 from complexformer.cli.options import build_configs
-from complexformer.config import NamedConfigs, field_docs, named_configs
 from complexformer.data.prepare import PrepareConfig
-from complexformer.models.config import PRESETS, preset_config
+from complexformer.models.config import preset_config
 
 GOLDEN = json.loads((Path(__file__).parent / "data" / "command_line_configs.json").read_text())
 
@@ -109,84 +107,6 @@ def test_cli_reports_a_bad_config_file_with_status_2(tmp_path, capsys):
     assert main(["train", "--out", str(tmp_path / "r"), "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert "max_steps" in err and str(path) in err
-
-
-def test_presets_file_resolves_extends_as_base_plus_differences():
-    assert PRESETS["small"] == {**PRESETS["tiny"], "d_ff": 256, "tie_embeddings": False}
-    assert PRESETS["gpt2"]["omega_schedule"] == "rope" and PRESETS["paper"]["omega_schedule"] == (
-        "paper"
-    )
-    assert PRESETS["gpt2"]["vocab_size"] == PRESETS["paper"]["vocab_size"] == 50257
-    PRESETS["tiny"]["n_layer"] = 99  # a copy: the file's values cannot be changed by a caller
-    assert PRESETS["tiny"]["n_layer"] == 4
-    with pytest.raises(ValueError, match="did you mean 'tiny'"):
-        PRESETS["tinny"]
-
-
-def test_named_configs_extends_merges_tables_and_refuses_cycles():
-    data = {
-        "a": {"description": "A", "x": {"p": 1, "q": 2}, "y": 3},
-        "b": {"extends": "a", "x": {"q": 5}},
-    }
-    named = NamedConfigs.from_dict(data, "recipe", "f.toml")
-    assert named["b"] == {"x": {"p": 1, "q": 5}, "y": 3}
-    assert named.descriptions == {"a": "A", "b": ""}
-    with pytest.raises(ValueError, match="extends itself"):
-        NamedConfigs.from_dict({"a": {"extends": "b"}, "b": {"extends": "a"}}, "recipe", "f")
-    with pytest.raises(ValueError, match="unknown recipe to extend"):
-        NamedConfigs.from_dict({"a": {"extends": "zz"}}, "recipe", "f")
-
-
-def test_cmplxbert_recipes_come_from_the_shipped_file():
-    from complexformer.cmplxbert.config import CmplxBertConfig, ComplexLoRAConfig, recipe_configs
-
-    recipes = named_configs("cmplxbert_recipes.toml", "recipe")
-    assert recipes.names() == ["library", "paper"]
-    paper = recipe_configs("paper")
-    assert paper["model"] == CmplxBertConfig.paper()
-    assert paper["lora"] == ComplexLoRAConfig.paper()
-    assert paper["mlm"]["batch_size"] == 512 and paper["mlm"]["lr"] == 1e-4
-    assert paper["finetune"] == {"lr": 1e-4, "epochs": 2, "base_lr_ratio": 1.0}
-    assert recipe_configs("library")["model"] == CmplxBertConfig()
-
-
-def test_field_docs_read_the_attributes_section():
-    @dataclass
-    class Base:
-        """Base.
-
-        Attributes:
-            a: the first
-                field, on two lines.
-            b (int): uses ``code`` and :class:`~pkg.mod.Thing`.
-
-        Raises:
-            ValueError: not a field.
-        """
-
-        a: int = 1
-        b: int = 2
-
-    @dataclass
-    class Child(Base):
-        """Child.
-
-        Attributes:
-            b: redefined.
-            c: *new*.
-        """
-
-        c: int = 3
-
-    assert field_docs(Base) == {
-        "a": "the first field, on two lines.",
-        "b": "uses code and Thing.",
-    }
-    assert field_docs(Child) == {
-        "a": "the first field, on two lines.",
-        "b": "redefined.",
-        "c": "new.",
-    }
 
 
 def test_options_declared_by_fields_take_type_default_and_help_from_the_field(parser):
