@@ -117,7 +117,7 @@ def test_paired_differences_match_scipy_ttest_rel():
      ("paper", ["--ft-lr", "5e-4"], (5e-4, 1.0))],
 )  # fmt: skip
 def test_study_fine_tuning_rates_follow_the_preset(tmp_path, monkeypatch, preset, extra, want):
-    import complexformer.cmplxbert.study as study
+    import complexformer_lab.cmplxbert.study as study
 
     from complexformer.cli import main
 
