@@ -63,7 +63,6 @@ def test_paired_report_against_scipy_and_the_paper_start_kind(tmp_path):
     stats = pytest.importorskip("scipy.stats")
     from complexformer.cmplxbert.finetune import build_classifier
     from complexformer_lab.cmplxbert.finetune import _paired
-
     from tests.cmplxbert.lora_testlib import save_tiny_bert_dir
 
     acc = {"a": [0.40, 0.31, 0.41, 0.43], "b": [0.13, 0.14, 0.12, 0.13], "c": [0.5, 0.3, 0.4]}

@@ -118,7 +118,6 @@ def test_paired_differences_match_scipy_ttest_rel():
 )  # fmt: skip
 def test_study_fine_tuning_rates_follow_the_preset(tmp_path, monkeypatch, preset, extra, want):
     import complexformer_lab.cmplxbert.study as study
-
     from complexformer.cli import main
 
     seen = {}
