@@ -527,7 +527,8 @@ def finetune_one(
         model_path: a CmplxBERT directory (``cbert-complexify``'s ``OUT/model``), or a real
             BERT (hub name, local directory, or ``minilm``) complexified here with
             ``cfg.lora`` and ``cfg.model``; the real baselines use its base.
-        cfg: the settings (``cfg.models`` and ``cfg.seeds`` are not read: one run).
+        cfg: the settings (one run: ``cfg.models`` is not read, ``cfg.seeds[0]`` is the
+            default seed).
         out_dir: the run folder: ``metrics.jsonl``, ``model/result.json`` and, for a
             CmplxBERT with ``cfg.save_models``, the fine-tuned model in ``OUT/model``, which
             ``load_cmplxbert``, ``Predictor.from_dir`` and ``cbert-predict`` read.
