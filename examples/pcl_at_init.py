@@ -16,7 +16,7 @@ import math
 import torch
 
 from complexformer.models import ComplexFormerLM
-from complexformer.reproduce.variants import get_scale
+from complexformer_lab.reproduce.variants import get_scale
 
 SEEDS = (0, 1, 2)
 BATCH, T, VOCAB = 8, 128, 2048

@@ -32,8 +32,7 @@ import numpy as np
 import torch
 
 from complexformer.data import load_corpus, load_token_splits
-from complexformer.reproduce.table import mean_std, paired_t_test
-from complexformer.results import markdown_table, write_json
+from complexformer.results import markdown_table, mean_std, paired_t_test, write_json
 from complexformer.retrofit import (
     RetrofitConfig,
     RetrofitTask,

@@ -1,6 +1,8 @@
-"""The ``complexformer`` command line: train, generate, evaluate, info, export, retrofit,
-reproduce and the CmplxBERT commands (cbert-complexify, cbert-finetune, cbert-study,
-cbert-start, cbert-embeddings); docs/cli.md lists every option.
+"""The ``complexformer`` command line: train, prepare, generate, evaluate, info, export,
+retrofit and the library's CmplxBERT commands (cbert-complexify, cbert-predict), then the
+subcommands of every provider in the ``complexformer.commands`` entry-point group (the lab's
+reproduce, cbert-finetune, cbert-study, cbert-start and cbert-embeddings); docs/cli.md lists
+every option.
 
 Every subcommand explains its options with ``--help``. Bad input (an unknown preset or config
 key, a missing file, a damaged checkpoint) ends with a one-line error and exit status 2.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from ..runtime import cpu_settings, missing_extra, require
@@ -384,7 +387,6 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``complexformer`` parser with every subcommand."""
     from ..cmplxbert.cli import add_cbert_parsers
     from ..evaluation.cli import add_evaluate_parser
-    from ..reproduce.cli import add_reproduce_parser
     from ..retrofit.cli import add_retrofit_parser
 
     fmt = argparse.RawDescriptionHelpFormatter
@@ -403,9 +405,33 @@ def build_parser() -> argparse.ArgumentParser:
     add_evaluate_parser(sub)
     _add_info_export_parsers(sub)
     add_retrofit_parser(sub)
-    add_reproduce_parser(sub)
     add_cbert_parsers(sub)
+    add_command_providers(sub)
     return p
+
+
+#: The entry-point group whose providers add subcommands that live outside the library:
+#: each is a function ``add_parsers(sub)`` given the subparsers of the ``complexformer``
+#: parser (the lab's is ``complexformer_lab.cli:add_parsers``, declared in pyproject.toml).
+COMMANDS_GROUP = "complexformer.commands"
+_warned: set[str] = set()
+
+
+def add_command_providers(sub) -> None:
+    """Call every provider of :data:`COMMANDS_GROUP` on ``sub``, in the order of their
+    names. A provider that fails to load or to add its parsers is left out with one warning on
+    stderr naming its entry point (once per process), and the library's commands go on."""
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            ep.load()(sub)
+        except Exception as e:  # noqa: BLE001 - any failure of a provider leaves it out
+            if ep.name not in _warned:
+                _warned.add(ep.name)
+                print(
+                    f"complexformer: warning: the commands of entry point {ep.name!r} "
+                    f"({ep.value}) are left out: {type(e).__name__}: {e}",
+                    file=sys.stderr,
+                )
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:

@@ -8,13 +8,18 @@ Face BERT. See docs/cmplxbert.md.
 
 Modules: :mod:`.config` (the configuration), :mod:`.layers` (complex LoRA layers),
 :mod:`.planar` (planar-rows kernels and the per-forward workspace), :mod:`.modeling` (the
-:class:`CmplxBert` module tree), :mod:`.complexify` (the builder), :mod:`.loading` (MiniLM,
-Hugging Face BERTs, saved CmplxBERT directories), :mod:`.io` (adapter files), :mod:`.mlm`
-(continued MLM pre-training), :mod:`.finetune` (sequence, pair and token fine-tuning and the
-real baselines), :mod:`.study` (the convergence study: fine-tuning at MLM steps 0, N, 2N,
-...), :mod:`.real` (real LoRA), :mod:`.analysis` (embedding analysis), :mod:`.metrics`,
-:mod:`.labelled` (labelled data), :mod:`.docstrings` (the offline docstring task), :mod:`.cli`
-(the ``complexify``, ``finetune``, ``cbert-study`` and ``analyze-embeddings`` subcommands).
+:class:`CmplxBert` module tree), :mod:`.complexify` (the builder), :mod:`.start` (the
+sign-preserving complex biases), :mod:`.loading` (MiniLM, Hugging Face BERTs, saved CmplxBERT
+directories), :mod:`.io` (adapter files), :mod:`.mlm` (continued MLM pre-training),
+:mod:`.finetune` (one sequence, pair or token fine-tuning run of a CmplxBERT or a real
+baseline, the fine-tuned model kept), :mod:`.finetune_task` (its task on the shared loop),
+:mod:`.finetuned` and :mod:`.predict` (the kept classifier and its predictions), :mod:`.real`
+(real LoRA), :mod:`.analysis` (embedding and hidden-state measures), :mod:`.metrics`,
+:mod:`.labelled` (labelled data), :mod:`.docstrings` and :mod:`.stdlib_tasks` (the offline
+tasks), :mod:`.cli` (the ``cbert-complexify`` and ``cbert-predict`` subcommands and the
+options every CmplxBERT command shares). The comparison with the real baselines over seeds,
+the convergence study, the start report and the embedding figure are the lab's
+(:mod:`complexformer_lab.cmplxbert`).
 
 Dependencies point one way: this package uses :mod:`complexformer.nn`,
 :mod:`complexformer.training`, :mod:`complexformer.data` and the shared utilities; nothing

@@ -5,24 +5,23 @@ plots a random sample of the components of the complexified word-embedding matri
 E + s·A·Bᴴ in the complex plane, to show how much the imaginary part grew during the
 continued MLM pre-training (a freshly complexified model has A·Bᴴ = 0, hence Im = 0).
 
-Three pure functions:
+Pure functions:
 
 * :func:`embedding_components` - n randomly chosen components of the complex word-embedding
   matrix, computed entry by entry from the frozen real table and the adapter factors (the
   full complex table is never built);
 * :func:`imaginary_energy_share` - sum |Im z|² / sum |z|²;
-* :func:`plot_embedding_scatter` - a PNG scatter plot of the sample in the complex plane.
+* :func:`imaginary_to_real` and :func:`sentence_cosine` - how far complex hidden states are
+  from real ones, and how alike their sentence vectors are (the fine-tuning growth probe).
+
+The plot of the sample in the complex plane and the ``cbert-embeddings`` report are
+:mod:`complexformer_lab.cmplxbert.embeddings`.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import torch
 from torch import Tensor, nn
-
-from complexformer.storage import atomic_output
 
 from .layers import ComplexLoRAEmbedding
 
@@ -30,7 +29,6 @@ __all__ = [
     "embedding_components",
     "imaginary_energy_share",
     "imaginary_to_real",
-    "plot_embedding_scatter",
     "sentence_cosine",
 ]
 
@@ -149,51 +147,3 @@ def imaginary_energy_share(z: Tensor) -> float:
     if total.item() == 0.0:
         return 0.0
     return float(im / total)
-
-
-def plot_embedding_scatter(
-    z: Tensor, path: str | os.PathLike, title: str | None = None, dpi: int = 120
-) -> Path:
-    """Write a PNG scatter plot of complex values in the complex plane (Tamburini 2024, Fig. 1).
-
-    matplotlib is imported here, with the non-interactive Agg backend. The axes are labelled
-    Re / Im, with equal aspect; the title ends with the imaginary energy share
-    (:func:`imaginary_energy_share`). The file is written atomically: a temporary file in
-    the same folder, then ``os.replace``; parent folders are created.
-
-    Args:
-        z: complex values (any shape; flattened), e.g. from :func:`embedding_components`.
-        path: the PNG file to write.
-        title: text before the energy share (default: "word-embedding components").
-        dpi: resolution of the PNG.
-
-    Returns:
-        The path written.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    z = z.detach().flatten().cpu()
-    if not z.is_complex():
-        z = torch.complex(z.float(), torch.zeros_like(z, dtype=torch.float32))
-    share = imaginary_energy_share(z)
-    head = title if title is not None else "word-embedding components"
-    re, im = z.real.double().numpy(), z.imag.double().numpy()
-
-    fig = Figure(figsize=(5.5, 5.5))
-    ax = fig.add_subplot(1, 1, 1)
-    ax.scatter(re, im, s=4, alpha=0.5, linewidths=0)
-    ax.axhline(0.0, color="grey", linewidth=0.5)
-    ax.axvline(0.0, color="grey", linewidth=0.5)
-    ax.set_aspect("equal", adjustable="datalim")
-    ax.set_xlabel("Re")
-    ax.set_ylabel("Im")
-    ax.set_title(f"{head} (n={z.numel()}, Im energy share {share:.3g})")
-    fig.tight_layout()
-
-    path = Path(path)
-    with atomic_output(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=dpi)
-    return path

@@ -1,12 +1,14 @@
-"""Fine-tuning for sequence classification: CmplxBERT and the paper's two real baselines.
+"""Fine-tuning a CmplxBERT (or one of the paper's two real baselines) for classification.
 
 Tamburini 2024 (sec. 5) compares a complexified, further pre-trained BERT (CmplxBERTLoRA_r)
 with the real BERT fine-tuned in full and with a real LoRA of about the same number of
-trainable parameters, reporting mean ± std over runs. :func:`finetune` does all three on the
-same data, the same seeds and the same schedule (AdamW, linear warm-up then linear decay,
-``epochs`` passes over the training split), and reports accuracy and macro-F1 on the test
-split. Each finished (model, seed) run is saved as JSON at once with its settings; a rerun
-skips it, and a rerun with other settings into the same folder is an error.
+trainable parameters. This module fine-tunes one model of one kind with one seed on the
+shared loop (AdamW, linear warm-up then linear decay, ``epochs`` passes over the training
+split), scores it on the validation and test splits, and keeps a fine-tuned CmplxBERT as a
+CmplxBERT directory: :func:`finetune_one` from a model path and a task, or
+:func:`prepare_task` once and :func:`finetune_run` per (kind, seed). The comparison over
+model kinds and seeds, with its reports (``cbert-finetune``), is
+:func:`complexformer_lab.cmplxbert.finetune.finetune`.
 """
 
 from __future__ import annotations
@@ -23,15 +25,14 @@ import torch
 from torch import nn
 
 from complexformer.config import ConfigBase
-from complexformer.results import format_p, markdown_table, paired_t_test, write_json, write_report
 from complexformer.runtime import cpu_settings, require
-from complexformer.storage import atomic_output, read_text, remove_entry
+from complexformer.storage import read_text, remove_entry
 from complexformer.training import METRICS_FILE, TrainConfig, train_task
 from complexformer.training.checkpoint import CHECKPOINTS_DIR
 
 from .complexify import complexify
 from .config import CmplxBertConfig, ComplexLoRAConfig
-from .finetune_task import PROBE_EXAMPLES, FinetuneTask
+from .finetune_task import FinetuneTask
 from .finetuned import MeanPooled, base_of, save_finetuned
 from .io import trainable_parameter_counts
 from .labelled import BUILTIN_TASKS, TASK_TYPES, ClassificationTask, load_classification_task
@@ -42,15 +43,19 @@ from .loading import (
     resolve_base,
     verify_cmplxbert,
 )
-from .metrics import classification_metrics, mean_std, token_metrics
 from .real import add_real_lora
 
 __all__ = [
     "DEFAULT_MODELS",
     "MODEL_KINDS",
     "FinetuneConfig",
+    "PreparedTask",
     "build_classifier",
-    "finetune",
+    "finetune_one",
+    "finetune_run",
+    "matched_real_lora_rank",
+    "prepare_task",
+    "run_settings",
     "save_finetuned",
 ]
 
@@ -58,8 +63,6 @@ __all__ = [
 #: start (a plain BERT only), the real BERT and the real BERT with real LoRA.
 MODEL_KINDS = ("cmplxbert", "cmplxbert-paper", "real", "real-lora")
 DEFAULT_MODELS = ("cmplxbert", "real", "real-lora")
-#: Updates over which the summary reports the adapter growth (the largest probe value).
-GROWTH_WINDOW = 100
 #: settings that do not change a single run (left out of its config.json).
 _NOT_RUN_SETTINGS = ("models", "seeds", "num_threads", "device", "shard", "save_models")
 #: linear layers that get real LoRA adapters (the encoder's, as the complex adapters).
@@ -71,7 +74,7 @@ REAL_LORA_TARGETS = (
 
 @dataclass
 class FinetuneConfig(ConfigBase):
-    """Settings of :func:`finetune` (defaults: 2 epochs as the paper, the head at lr 1e-3 and
+    """Settings of a fine-tuning run (defaults: 2 epochs as the paper, the head at lr 1e-3 and
     the rest at 0.3 × lr; ``--preset paper``: one rate of 1e-4).
 
     Attributes:
@@ -241,18 +244,28 @@ def build_classifier(
     raise ValueError(f"unknown model kind {kind!r}; allowed: {', '.join(MODEL_KINDS)}")
 
 
-def _match_real_lora_rank(
-    model_path: str, num_labels: int, cfg: FinetuneConfig, target: int
-) -> int:
+def matched_real_lora_rank(
+    model_path: str,
+    num_labels: int,
+    cfg: FinetuneConfig,
+    target: int | None = None,
+    *,
+    verify: bool = True,
+) -> tuple[int, int]:
     """The real LoRA rank whose trainable count is closest to ``target`` (counts are affine
-    in the rank: measured at r = 1 and r = 2)."""
+    in the rank: measured at r = 1 and r = 2), and ``target``: by default the trainable count
+    of the ``cmplxbert`` classifier of ``model_path`` (built under seed 0)."""
+    if target is None:
+        torch.manual_seed(0)
+        clf = build_classifier("cmplxbert", model_path, num_labels, cfg, verify=verify)
+        target = trainable_parameter_counts(clf)[0]
     c1 = trainable_parameter_counts(build_classifier("real-lora", model_path, num_labels, cfg, 1))[
         0
     ]
     c2 = trainable_parameter_counts(build_classifier("real-lora", model_path, num_labels, cfg, 2))[
         0
     ]
-    return max(1, round((target - c1) / max(c2 - c1, 1)) + 1)
+    return max(1, round((target - c1) / max(c2 - c1, 1)) + 1), target
 
 
 def resolve_pooling(pooling: str, model_path: str) -> str:
@@ -305,20 +318,11 @@ def _run_settings(cfg: FinetuneConfig) -> dict[str, Any]:
     return json.loads(json.dumps(settings))
 
 
-def _check_finished(path: Path, rec: dict[str, Any], want: dict[str, Any]) -> None:
-    """A finished run is reused only for the settings ``want`` (its model path included);
-    otherwise a ``ValueError`` names what differs (records written before settings were kept
-    pass)."""
-    have = rec.get("settings")
-    if have is None:
-        return
-    diff = [k for k in sorted(set(want) | set(have)) if want.get(k) != have.get(k)]
-    if diff:
-        shown = ", ".join(f"{k}={have.get(k)!r} (now {want.get(k)!r})" for k in diff)
-        raise ValueError(
-            f"{path} is a finished run made with other settings: {shown}; fine-tune into "
-            f"another --out, or delete {path} to run it again"
-        )
+def run_settings(model_path: str, cfg: FinetuneConfig) -> dict[str, Any]:
+    """What decides a run of ``model_path`` under ``cfg``, as its record keeps it
+    (``settings``): the model path and every setting but the model kinds, seeds, threads,
+    device, sharding and whether models are kept."""
+    return {"model_path": str(model_path), **_run_settings(cfg)}
 
 
 def _run_one(
@@ -406,304 +410,152 @@ def _tokenize(tokenizer, task: ClassificationTask, cfg: FinetuneConfig):
     return data
 
 
-def _majority(task: ClassificationTask, data, cfg: FinetuneConfig) -> dict[str, Any]:
-    """The majority-class (tag) baseline on the test examples used."""
-    majority = task.majority_baseline("test")
-    if cfg.max_eval_examples is None:
-        return majority
-    top = task.labels.index(majority["label"])
-    y = data["test"][1]
-    if task.task_type == "token":
-        words = [[t for t in lab if t != -100] for lab in y]
-        metrics = token_metrics(words, [[top] * len(w) for w in words], task.labels)
-    else:
-        metrics = classification_metrics(y, [top] * len(y))
-    return {"label": majority["label"], **metrics}
+# ------------------------------------------------------------------------------- one run
+@dataclass
+class PreparedTask:
+    """A labelled task tokenized for one model path, shared by every run on it.
+
+    Attributes:
+        task: the labelled task (all its examples).
+        tokenizer: the model's tokenizer.
+        data: ``{split: (ids, labels[, token type ids])}`` after the example caps.
+        pad_id: the tokenizer's padding id (0 if it has none).
+        pooling: ``"tokens"`` for token tasks, else the resolved ``"cls"`` or ``"mean"``.
+    """
+
+    task: ClassificationTask
+    tokenizer: Any
+    data: dict[str, tuple]
+    pad_id: int
+    pooling: str
 
 
-def finetune(
+def prepare_task(
     model_path: str,
     cfg: FinetuneConfig,
-    out_dir: str | Path,
     log: Callable[[str], Any] | None = print,
     *,
     verify: bool = True,
-) -> dict[str, Any]:
-    """Fine-tune every model kind of ``cfg.models`` once per seed and report mean ± std.
-
-    Args:
-        model_path: a CmplxBERT directory (from ``complexformer complexify``), or a real BERT
-            (hub name, local directory, or ``minilm``) to complexify without further
-            pre-training. The real baselines use the CmplxBERT's base.
-        cfg: the settings.
-        out_dir: results: ``runs/<kind>-seed<s>.json`` (one per finished run; rerunning the
-            same command skips them), ``finetune.json`` and ``finetune.md``.
-        log: message sink.
-        verify: check a CmplxBERT directory against its manifest before anything is read
-            from it (False: read it unchecked, ``--no-verify``).
-
-    Returns:
-        The ``finetune.json`` payload: config, task sizes, majority baseline, per-run results
-        and per-model mean ± std of test accuracy and macro-F1.
-    """
+) -> PreparedTask:
+    """Load ``cfg.task`` and tokenize it with the tokenizer of ``model_path`` (a CmplxBERT
+    directory's own, else its base's), capped at ``cfg.max_train_examples`` and
+    ``cfg.max_eval_examples`` (fixed random subsets, the same for every run). A CmplxBERT
+    directory is checked against its manifest first unless ``verify=False``."""
     transformers = require("transformers", "hf", "finetune")
     log = log or (lambda _m: None)
-    out = Path(out_dir)
     if verify and is_cmplxbert_dir(model_path):
         verify_cmplxbert(model_path)  # before its tokenizer and meta are read below
-    (out / "runs").mkdir(parents=True, exist_ok=True)
-    with cpu_settings(cfg.num_threads or None):
-        task = load_classification_task(
-            cfg.task, cfg.text_field, cfg.label_field, cfg.task_type, cfg.pair_field
+    task = load_classification_task(
+        cfg.task, cfg.text_field, cfg.label_field, cfg.task_type, cfg.pair_field
+    )
+    log(f"task {task.name} ({task.task_type}): {task.num_labels} classes, sizes {task.stats()}")
+    src = model_path if is_cmplxbert_dir(model_path) else resolve_base(model_path)
+    local = {"local_files_only": True} if Path(src).exists() else {}
+    tok = transformers.AutoTokenizer.from_pretrained(src, **local)
+    data = _tokenize(tok, task, cfg)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+    pooling = "tokens" if task.task_type == "token" else resolve_pooling(cfg.pooling, model_path)
+    log(f"pooling: {pooling}")
+    return PreparedTask(task, tok, data, pad_id, pooling)
+
+
+def finetune_run(
+    model_path: str,
+    prepared: PreparedTask,
+    cfg: FinetuneConfig,
+    kind: str,
+    seed: int,
+    run_dir: str | Path,
+    *,
+    real_lora_rank: int | None = None,
+    verify: bool = True,
+) -> dict[str, Any]:
+    """Fine-tune one model of ``kind`` with ``seed`` on ``prepared`` in ``run_dir`` (an
+    interrupted run resumes from its last checkpoint) and return its record: the model and
+    seed, trainable and total parameters, the validation and test metrics, the first and
+    last training loss, steps, seconds, the test predictions, the growth probe and
+    :func:`run_settings`. With ``cfg.save_models`` a fine-tuned CmplxBERT (``cmplxbert`` and
+    ``cmplxbert-paper``) is kept in ``run_dir/model`` (:func:`save_finetuned`), named by the
+    record's ``model_dir``."""
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"unknown model kind {kind!r}; allowed: {', '.join(MODEL_KINDS)}")
+    run_dir = Path(run_dir)
+    task, tok = prepared.task, prepared.tokenizer
+
+    def build() -> nn.Module:
+        model = build_classifier(
+            kind, model_path, task.num_labels, cfg, real_lora_rank, verify=verify
         )
-        log(f"task {task.name} ({task.task_type}): {task.num_labels} classes, sizes {task.stats()}")
-        src = model_path if is_cmplxbert_dir(model_path) else resolve_base(model_path)
-        local = {"local_files_only": True} if Path(src).exists() else {}
-        tok = transformers.AutoTokenizer.from_pretrained(src, **local)
-        data = _tokenize(tok, task, cfg)
-        pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
-        pooling = (
-            "tokens" if task.task_type == "token" else resolve_pooling(cfg.pooling, model_path)
-        )
-        log(f"pooling: {pooling}")
-        majority = _majority(task, data, cfg)
-        log(f"majority class '{majority['label']}': test accuracy {majority['accuracy']:.3f}")
-        runs: list[dict[str, Any]] = []
-        counts: dict[str, int] = {}
-        real_rank = cfg.real_lora_rank
-        settings = {"model_path": str(model_path), **_run_settings(cfg)}  # of every run here
-        for kind in cfg.models:
-            for seed in cfg.seeds:
-                path = out / "runs" / f"{kind}-seed{seed}.json"
-                if path.is_file():
-                    rec = json.loads(path.read_text(encoding="utf-8"))
-                    _check_finished(path, rec, settings)
-                    log(f"{kind} seed {seed}: done before ({path}), skipped")
-                    runs.append(rec)
-                    counts[kind] = rec["trainable_params"]
-                    continue
-                if kind == "real-lora" and real_rank is None:
-                    target = counts.get("cmplxbert")
-                    if target is None:
-                        torch.manual_seed(0)
-                        target = trainable_parameter_counts(
-                            build_classifier(
-                                "cmplxbert", model_path, task.num_labels, cfg, verify=verify
-                            )
-                        )[0]
-                    real_rank = _match_real_lora_rank(model_path, task.num_labels, cfg, target)
-                    log(f"real LoRA rank {real_rank} (matched to {target:,} trainable params)")
+        return MeanPooled(model) if prepared.pooling == "mean" else model
 
-                def build(kind=kind, rank=real_rank) -> nn.Module:
-                    model = build_classifier(
-                        kind, model_path, task.num_labels, cfg, rank, verify=verify
-                    )
-                    return MeanPooled(model) if pooling == "mean" else model
+    keep = None
+    if cfg.save_models and kind.startswith("cmplxbert"):
 
-                run_dir = out / "train" / f"{kind}-seed{seed}"
-                keep = None
-                if cfg.save_models and kind.startswith("cmplxbert"):
+        def keep(model, directory):
+            save_finetuned(model, directory, model_path, tok, task, cfg, seed)
 
-                    def keep(model, directory, seed=seed):
-                        save_finetuned(model, directory, model_path, tok, task, cfg, seed)
-
-                res, model = _run_one(
-                    kind, build, data, cfg, seed, pad_id, run_dir, task.labels, keep
-                )
-                trainable, total = trainable_parameter_counts(model)
-                counts[kind] = trainable
-                rec = {
-                    "model": kind,
-                    "seed": seed,
-                    "trainable_params": trainable,
-                    "all_params": total,
-                    **({"real_lora_rank": real_rank} if kind == "real-lora" else {}),
-                    **({"model_dir": str(run_dir / "model")} if keep is not None else {}),
-                    **res,
-                    "settings": settings,
-                }
-                write_json(path, rec)
-                runs.append(rec)
-                log(
-                    f"{kind} seed {seed}: test accuracy {res['test']['accuracy']:.4f}, macro-F1 "
-                    f"{res['test']['macro_f1']:.4f} ({trainable:,} trainable, "
-                    f"{res['train_s']:.0f} s)"
-                )
-                del model
-        summary = _summarise(runs, cfg.models)
-        metric = "macro_f1" if task.task_type == "token" else "accuracy"
-        paired = _paired(runs, cfg.models, metric)
-        payload = {
-            "model": model_path,
-            "config": asdict(cfg),
-            "pooling": pooling,
-            "task": task.name,
-            "task_type": task.task_type,
-            "labels": task.labels,
-            "sizes": {s: len(v[0]) for s, v in data.items()},
-            "majority": majority,
-            "summary": summary,
-            "paired": paired,
-            "runs": [
-                {k: v for k, v in r.items() if k not in ("test_predictions", "settings")}
-                for r in runs
-            ],
-        }
-        write_report(out, "finetune", payload, _markdown(payload))
-        _plot(payload, metric, out / "finetune.png")
-        return payload
-
-
-def _plot(p: dict[str, Any], metric: str, path: Path) -> None:
-    """Each model's test ``metric`` per seed (points) and mean (bar), the majority class as a
-    line; skipped without matplotlib (the ``plot`` extra)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    kinds = list(p["summary"])
-    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(kinds), 3.6))
-    for i, k in enumerate(kinds):
-        ys = [r["test"][metric] for r in p["runs"] if r["model"] == k]
-        ax.bar(i, sum(ys) / len(ys), color="#9ecae1", width=0.6)
-        ax.plot([i] * len(ys), ys, "o", color="#08519c", markersize=4)
-    ax.axhline(p["majority"][metric], color="k", linewidth=0.8, label="majority class")
-    ax.set_xticks(range(len(kinds)), kinds, fontsize=8)
-    ax.set_ylabel(f"test {metric.replace('_', '-')}")
-    ax.set_title(f"{p['task']}: mean (bar) and seeds (points)", fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    with atomic_output(path) as tmp:  # refuses a symbolic link at path
-        fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
-
-
-def _paired(runs: list[dict[str, Any]], kinds, metric: str) -> dict[str, Any]:
-    """The first model kind against each other one on the test ``metric``: the difference
-    paired over the seeds both have (same seed: same data order and new-weight init), its
-    two-sided t-test, and the ratio of the means."""
-    if len(kinds) < 2:
-        return {}
-    by = {k: {r["seed"]: r["test"][metric] for r in runs if r["model"] == k} for k in kinds}
-    first, out = kinds[0], {"metric": metric, "model": kinds[0], "against": {}}
-    for other in kinds[1:]:
-        seeds = sorted(set(by[first]) & set(by[other]))
-        if not seeds:
-            continue
-        test = paired_t_test([by[first][s] - by[other][s] for s in seeds])
-        mine = sum(by[first][s] for s in seeds) / len(seeds)
-        theirs = sum(by[other][s] for s in seeds) / len(seeds)
-        out["against"][other] = {**test, "ratio": mine / theirs if theirs else None}
-    return out
-
-
-def _summarise(runs: list[dict[str, Any]], kinds) -> dict[str, dict[str, Any]]:
-    out = {}
-    for kind in kinds:
-        rs = [r for r in runs if r["model"] == kind]
-        if not rs:
-            continue
-        acc = mean_std([r["test"]["accuracy"] for r in rs])
-        f1 = mean_std([r["test"]["macro_f1"] for r in rs])
-        if all("entity_f1" in r["test"] for r in rs):
-            ent = mean_std([r["test"]["entity_f1"] for r in rs])
-            out.setdefault(kind, {}).update(entity_f1_mean=ent[0], entity_f1_std=ent[1])
-        out[kind] = {
-            **out.get(kind, {}),
-            "n": len(rs),
-            "accuracy_mean": acc[0],
-            "accuracy_std": acc[1],
-            "macro_f1_mean": f1[0],
-            "macro_f1_std": f1[1],
-            "trainable_params": rs[0]["trainable_params"],
-            "train_s_mean": sum(r["train_s"] for r in rs) / len(rs),
-        }
-        probes = [[g for g in r.get("growth") or [] if g["updates"] <= GROWTH_WINDOW] for r in rs]
-        if all(probes):  # adapter growth over the first updates, worst probe of each run
-            for key in ("imag_to_real", "cosine"):
-                m, sd = mean_std([max(g[key] for g in ps) for ps in probes])
-                out[kind].update({f"{key}_max_mean": m, f"{key}_max_std": sd})
-    return out
-
-
-def _markdown(p: dict[str, Any]) -> str:
-    names = {
-        "cmplxbert": "CmplxBERT-LoRA",
-        "cmplxbert-paper": "CmplxBERT-LoRA, paper's start",
-        "real": "real BERT (full fine-tuning)",
-        "real-lora": "real BERT + real LoRA",
+    res, model = _run_one(
+        kind, build, prepared.data, cfg, seed, prepared.pad_id, run_dir, task.labels, keep
+    )
+    trainable, total = trainable_parameter_counts(model)
+    del model
+    return {
+        "model": kind,
+        "seed": seed,
+        "trainable_params": trainable,
+        "all_params": total,
+        **({"real_lora_rank": real_lora_rank} if kind == "real-lora" else {}),
+        **({"model_dir": str(run_dir / "model")} if keep is not None else {}),
+        **res,
+        "settings": run_settings(model_path, cfg),
     }
-    entity = bool(p["summary"]) and all("entity_f1_mean" in s for s in p["summary"].values())
-    rows = [
-        [
-            names[k],
-            s["n"],
-            f"{s['trainable_params']:,}",
-            f"{s['accuracy_mean']:.4f} ± {s['accuracy_std']:.4f}",
-            f"{s['macro_f1_mean']:.4f} ± {s['macro_f1_std']:.4f}",
-            *([f"{s['entity_f1_mean']:.4f} ± {s['entity_f1_std']:.4f}"] if entity else []),
-            _growth_cell(s, "imag_to_real"),
-            _growth_cell(s, "cosine"),
-            f"{s['train_s_mean']:.0f}",
-        ]
-        for k, s in p["summary"].items()
-    ]
-    m = p["majority"]
-    rows.append(
-        [
-            f"majority class ({m['label']})",
-            "-",
-            "0",
-            f"{m['accuracy']:.4f}",
-            f"{m['macro_f1']:.4f}",
-            *([f"{m.get('entity_f1', 0.0):.4f}"] if entity else []),
-            "-",
-            "-",
-            "-",
-        ]
-    )
-    c = p["config"]
-    head = (
-        f"Fine-tuning on `{p['task']}` ({len(p['labels'])} classes; train/validation/test "
-        f"{p['sizes']['train']}/{p['sizes']['validation']}/{p['sizes']['test']}), "
-        f"{c['epochs']} epochs, lr {c['lr']:g}, batch {c['batch_size']}, max_len "
-        f"{c['max_len']}, {p['pooling']} pooling, seeds {list(c['seeds'])}; model "
-        f"`{p['model']}`.\n\n"
-        + (
-            "Test token accuracy (= token-level micro-F1), macro-F1 over tags"
-            + (" and entity F1 (BIO chunks, as seqeval)" if entity else "")
-            if p.get("task_type") == "token"
-            else "Test accuracy and macro-F1"
-        )
-        + ": mean ± std over seeds. Growth over the first "
-        f"{GROWTH_WINDOW} updates, on {PROBE_EXAMPLES} validation examples: the largest "
-        "imaginary-to-real energy of the last hidden states and the largest mean pairwise "
-        "cosine of the sentence vectors (mean ± std over seeds).\n\n"
-    )
-    cols = ["model", "seeds", "trainable params", "accuracy", "macro-F1"]
-    cols += ["entity F1"] if entity else []
-    cols += ["max Im/Re", "max cosine", "train s"]
-    table = head + markdown_table(cols, rows, align="lrr" + "r" * (len(cols) - 3))
-    pr = p.get("paired") or {}
-    if pr.get("against"):
-        rows = [
-            [names[k], str(t["n"]), f"{t['mean']:+.4f}",
-             "no test" if t["p"] is None else format_p(t["p"]),
-             "-" if t["ratio"] is None else f"{t['ratio']:.3f}"]
-            for k, t in pr["against"].items()
-        ]  # fmt: skip
-        table += (
-            f"\n\n{names[pr['model']]} minus each other model, test {pr['metric']} paired "
-            "over seeds (two-sided paired t-test) and the ratio of the means.\n\n"
-            + markdown_table(["against", "seeds", "difference", "p", "ratio"], rows, "lrrrr")
-        )
-    return table
 
 
-def _growth_cell(s: dict[str, Any], key: str) -> str:
-    if f"{key}_max_mean" not in s:
-        return "-"
-    return f"{s[f'{key}_max_mean']:.3f} ± {s[f'{key}_max_std']:.3f}"
+def finetune_one(
+    model_path: str,
+    cfg: FinetuneConfig,
+    out_dir: str | Path,
+    *,
+    kind: str = "cmplxbert",
+    seed: int | None = None,
+    log: Callable[[str], Any] | None = print,
+    verify: bool = True,
+) -> dict[str, Any]:
+    """Fine-tune one classifier on ``cfg.task`` and keep it.
+
+    Args:
+        model_path: a CmplxBERT directory (``cbert-complexify``'s ``OUT/model``), or a real
+            BERT (hub name, local directory, or ``minilm``) complexified here with
+            ``cfg.lora`` and ``cfg.model``; the real baselines use its base.
+        cfg: the settings (one run: ``cfg.models`` is not read, ``cfg.seeds[0]`` is the
+            default seed).
+        out_dir: the run folder: ``metrics.jsonl``, ``model/result.json`` and, for a
+            CmplxBERT with ``cfg.save_models``, the fine-tuned model in ``OUT/model``, which
+            ``load_cmplxbert``, ``Predictor.from_dir`` and ``cbert-predict`` read.
+        kind: one of :data:`MODEL_KINDS`.
+        seed: the run's seed (None: ``cfg.seeds[0]``).
+        log: message sink.
+        verify: check a CmplxBERT directory against its manifest before reading it.
+
+    Returns:
+        The run's record (:func:`finetune_run`).
+    """
+    log = log or (lambda _m: None)
+    seed = cfg.seeds[0] if seed is None else int(seed)
+    with cpu_settings(cfg.num_threads or None):
+        prepared = prepare_task(model_path, cfg, log, verify=verify)
+        rank = cfg.real_lora_rank
+        if kind == "real-lora" and rank is None:
+            rank, target = matched_real_lora_rank(
+                model_path, prepared.task.num_labels, cfg, verify=verify
+            )
+            log(f"real LoRA rank {rank} (matched to {target:,} trainable params)")
+        rec = finetune_run(
+            model_path, prepared, cfg, kind, seed, out_dir, real_lora_rank=rank, verify=verify
+        )
+    log(
+        f"{kind} seed {seed}: test accuracy {rec['test']['accuracy']:.4f}, macro-F1 "
+        f"{rec['test']['macro_f1']:.4f} ({rec['trainable_params']:,} trainable, "
+        f"{rec['train_s']:.0f} s)"
+    )
+    return rec

@@ -312,7 +312,7 @@ class FinetuneTask(TrainTask):
         """Classify the validation and test splits and write their metrics and the test
         predictions to ``directory/result.json``; with ``keep``, the fine-tuned model is
         written into ``directory`` first (a CmplxBERT directory, see
-        :func:`complexformer.cmplxbert.finetune.finetune`)."""
+        :func:`complexformer.cmplxbert.finetune.finetune_run`)."""
         device = next(model.parameters()).device
         val_pred = predict(model, self.data["validation"], self.pad_id, device)
         test_pred = predict(model, self.data["test"], self.pad_id, device)

@@ -1,6 +1,8 @@
 """The package's import rules (docs/architecture.md): layers point one way, no cycles,
 imports inside functions only for optional dependencies and in command-line entry points, and
-no module uses another module's private names; benchmarks/ and examples/ use public names only."""
+no module uses another module's private names; the lab (complexformer_lab/) sits above the
+library and the library never imports it; the lab, benchmarks/ and examples/ use the library's
+public names only."""
 
 from __future__ import annotations
 
@@ -11,6 +13,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 ROOT = REPO / "complexformer"
+#: The lab: the experiments (the paper's tables, the CmplxBERT evidence) on top of the library.
+LAB = REPO / "complexformer_lab"
+#: The top-level packages whose modules these rules cover: the library and the lab.
+PACKAGES = ("complexformer", "complexformer_lab")
 #: Code of the repository outside the package that uses it as a user would: public names only.
 OUTSIDE = ("benchmarks", "examples")
 
@@ -36,8 +42,8 @@ LAYERS: dict[str, int] = {
     "compat": 7,
     "artifacts": 8,  # one loader for every artifact kind
     "evaluation": 9,  # above hf: the lm-eval suite exports the run for transformers
-    "reproduce": 10,
     "_top": 11,  # complexformer/__init__.py, __main__.py, the cli package's command
+    "lab": 12,  # complexformer_lab/: the experiments, above the whole library
 }
 #: Imports a layer rule would allow but the design forbids (CmplxBERT builds on complex
 #: layers, not on the language model; evaluation and CmplxBERT stay independent).
@@ -62,8 +68,8 @@ OPTIONAL = {
 
 def _modules() -> dict[str, Path]:
     out = {}
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT.parent).with_suffix("")
+    for path in sorted([*ROOT.rglob("*.py"), *LAB.rglob("*.py")]):
+        rel = path.relative_to(REPO).with_suffix("")
         parts = list(rel.parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
@@ -81,10 +87,13 @@ TOP = {"complexformer", "complexformer.__main__", "complexformer.cli", "complexf
 
 def _part(module: str) -> str:
     """The part of ``module``: its sub-package or root module, ``cli.X`` for a module of the
-    ``cli`` package below the command (``cli.options``), ``_top`` for the command itself."""
+    ``cli`` package below the command (``cli.options``), ``_top`` for the command itself,
+    ``lab`` for every module of the lab."""
     if module in TOP:
         return "_top"
     parts = module.split(".")
+    if parts[0] == "complexformer_lab":
+        return "lab"
     if parts[1] == "cli":
         return ".".join(parts[1:3])
     return parts[1]
@@ -104,12 +113,12 @@ def test_no_private_modules_at_the_root():
 
 
 def _resolve(module: str, node: ast.ImportFrom | ast.Import) -> list[str]:
-    """Absolute names of the complexformer modules an import statement refers to."""
+    """Absolute names of the library's and the lab's modules an import statement refers to."""
     if isinstance(node, ast.Import):
-        return [a.name for a in node.names if a.name.split(".")[0] == "complexformer"]
+        return [a.name for a in node.names if a.name.split(".")[0] in PACKAGES]
     if node.level == 0:
         base = node.module or ""
-        if base.split(".")[0] != "complexformer":
+        if base.split(".")[0] not in PACKAGES:
             return []
     else:
         pkg = module.split(".")
@@ -125,7 +134,7 @@ def _resolve(module: str, node: ast.ImportFrom | ast.Import) -> list[str]:
 
 
 def _imports(module: str) -> list[tuple[ast.AST, list[str], bool]]:
-    """(node, complexformer modules imported, at module level) for every import."""
+    """(node, library and lab modules imported, at module level) for every import."""
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
     out = []
 
@@ -138,6 +147,31 @@ def _imports(module: str) -> list[tuple[ast.AST, list[str], bool]]:
 
     visit(tree, False)
     return out
+
+
+def test_the_library_never_imports_the_lab():
+    """No module of complexformer/ imports complexformer_lab, at its top or in a function:
+    the lab's commands reach the command line through the ``complexformer.commands`` entry
+    point, not through an import."""
+    bad = []
+    for module, path in MODULES.items():
+        if module.split(".")[0] != "complexformer":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            else:
+                continue
+            bad += [f"{module}:{node.lineno} imports {n}" for n in names
+                    if n.split(".")[0] == "complexformer_lab"]  # fmt: skip
+    assert not bad, "the library imports the lab (docs/architecture.md):\n" + "\n".join(bad)
+
+
+def test_the_lab_has_modules_and_sits_above_the_library():
+    assert any(m.startswith("complexformer_lab.") for m in MODULES), f"no modules under {LAB}"
+    assert LAYERS["lab"] > max(v for k, v in LAYERS.items() if k != "lab")
 
 
 def test_layers_point_one_way():
@@ -341,6 +375,19 @@ def _outside_private_uses(path: Path) -> list[tuple[int, str]]:
         ):
             out.append((node.lineno, f"private name {node.value.id}.{node.attr}"))
     return out
+
+
+def test_the_lab_imports_only_public_library_names():
+    files = sorted(LAB.rglob("*.py"))
+    bad = [
+        f"{path.relative_to(REPO)}:{line} uses {what}"
+        for path in files
+        for line, what in _outside_private_uses(path)
+    ]
+    assert not bad, (
+        "the lab uses the library as a user does, through public names (give the helper a "
+        "public name and a docstring where it belongs):\n" + "\n".join(bad)
+    )
 
 
 def test_benchmarks_and_examples_import_only_public_names():

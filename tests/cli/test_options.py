@@ -148,9 +148,9 @@ def test_each_command_has_an_example_that_parses(command):
 
 def test_set_reaches_the_configs_of_reproduce_and_retrofit():
     from complexformer.cli.options import build_configs
-    from complexformer.reproduce.cli import scale_of
     from complexformer.retrofit.config import RetrofitConfig
     from complexformer.training import TrainConfig
+    from complexformer_lab.reproduce.cli import scale_of
 
     p = build_parser()
     args = p.parse_args(["reproduce", "--set", "dropout=0.2", "lr=3e-4", "--max-steps", "7"])

@@ -1,4 +1,4 @@
-"""A fine-tuned CmplxBERT is kept: ``finetune`` writes it as a CmplxBERT directory that
+"""A fine-tuned CmplxBERT is kept: ``finetune_one`` writes it as a CmplxBERT directory that
 ``load_cmplxbert``, ``info`` and ``cbert-predict`` read, and its predictions equal both the
 in-training predictions and a forward pass per example."""
 
@@ -12,7 +12,7 @@ from torch.testing import assert_close
 
 from complexformer.cli import main
 from complexformer.cmplxbert import load_cmplxbert
-from complexformer.cmplxbert.finetune import FinetuneConfig, finetune
+from complexformer.cmplxbert.finetune import FinetuneConfig, finetune_one
 from complexformer.cmplxbert.labelled import load_classification_task
 from complexformer.cmplxbert.predict import Predictor
 from tests.cmplxbert.lora_testlib import save_tiny_bert_dir, tiny_model
@@ -61,17 +61,16 @@ def test_finetuned_classifier_is_kept_and_predicts_as_in_training(tmp_path, caps
     base = str(save_tiny_bert_dir(tmp_path / "bert", "BertModel"))
     task_path = _task_dir(tmp_path / "task")
     cfg = _cfg(task_path)
-    p = finetune(base, cfg, tmp_path / "ft", log=None)
-    run = json.loads((tmp_path / "ft" / "runs" / "cmplxbert-seed0.json").read_text())
-    d = tmp_path / "ft" / "train" / "cmplxbert-seed0" / "model"
+    run = finetune_one(base, cfg, tmp_path / "ft", log=None)
+    d = tmp_path / "ft" / "model"
     assert run["model_dir"] == str(d)
     assert (d / "manifest.json").is_file() and (d / "adapter_model.safetensors").is_file()
     model, tok, meta = load_cmplxbert(d)
     assert model.task == "classification" and model.pooling == "mean"
-    assert meta["labels"] == p["labels"] and meta["num_labels"] == 2
+    task = load_classification_task(task_path)
+    assert meta["labels"] == task.labels and meta["num_labels"] == 2
     assert meta["max_len"] == 24 and meta["task_type"] == "sequence"
     # the kept model classifies the test examples as the trained model did in training
-    task = load_classification_task(task_path)
     from complexformer.cmplxbert.finetune import _subset
 
     texts, _ = _subset(*task.splits["test"], cfg.max_eval_examples)
@@ -87,9 +86,8 @@ def test_finetuned_classifier_is_kept_and_predicts_as_in_training(tmp_path, caps
     assert main(["info", "--model", str(d)]) == 0
     assert "cmplxbert" in capsys.readouterr().out
     # --no-save-models keeps results only
-    finetune(base, cfg.replace(save_models=False), tmp_path / "ft2", log=None)
-    kept = tmp_path / "ft2" / "train" / "cmplxbert-seed0" / "model" / "cmplxbert.json"
-    assert not kept.exists()
+    rec = finetune_one(base, cfg.replace(save_models=False), tmp_path / "ft2", log=None)
+    assert "model_dir" not in rec and not (tmp_path / "ft2" / "model" / "cmplxbert.json").exists()
 
 
 @pytest.mark.parametrize("task_type", ["token", "pair"])
@@ -101,8 +99,8 @@ def test_kept_token_and_pair_models_predict_from_the_command_line(tmp_path, task
         data, fields = _pairs_csv(tmp_path / "pairs.csv", 60), ("text", "label")
     cfg = _cfg(str(data), task_type=task_type, text_field=fields[0], label_field=fields[1],
                pooling="cls")  # fmt: skip
-    finetune(base, cfg, tmp_path / "ft", log=None)
-    d = tmp_path / "ft" / "train" / "cmplxbert-seed0" / "model"
+    finetune_one(base, cfg, tmp_path / "ft", log=None)
+    d = tmp_path / "ft" / "model"
     model, tok, meta = load_cmplxbert(d)
     task = load_classification_task(str(data), fields[0], fields[1], task_type)
     inputs = task.splits["test"][0][:7]

@@ -1,7 +1,7 @@
 """Fine-tuning beyond single texts: sentence pairs and token tagging (the task types of the
 UINAUIL benchmark in Tamburini 2024), from local JSONL / CSV files, with their metrics:
-entity F1 against seqeval, the alignment of word tags to sub-words, and the three model kinds
-end to end on a tiny BERT."""
+entity F1 against seqeval and the alignment of word tags to sub-words (the three model kinds
+end to end: tests/lab/cmplxbert/test_finetune_comparison.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from tests.cmplxbert.lora_testlib import save_tiny_bert_dir
 
 pytest.importorskip("transformers")
 
-from complexformer.cmplxbert.finetune import FinetuneConfig, finetune  # noqa: E402
 
 WORDS = "the cat sat on a mat in paris with anna and bob near rome today".split()
 ENTITIES = {"paris": "LOC", "rome": "LOC", "anna": "PER", "bob": "PER"}
@@ -110,37 +109,3 @@ def test_word_tags_go_to_the_first_sub_word(tmp_path):
     assert [labels[i] for i in firsts] == [3, 0, 1]
     assert all(not pieces[i].startswith("##") for i in firsts)
     assert sum(x != -100 for x in labels) == 3
-
-
-@pytest.mark.parametrize("task_type", ["token", "pair"])
-def test_finetune_token_and_pair_tasks_end_to_end(tmp_path, task_type):
-    base = str(save_tiny_bert_dir(tmp_path / "bert", "BertModel"))
-    if task_type == "token":
-        data, fields = _bio_jsonl(tmp_path / "ner.jsonl"), ("tokens", "tags")
-    else:
-        data, fields = _pairs_csv(tmp_path / "pairs.csv"), ("text", "label")
-    cfg = FinetuneConfig(
-        task=str(data),
-        task_type=task_type,
-        text_field=fields[0],
-        label_field=fields[1],
-        seeds=(0,),
-        epochs=4,
-        lr=5e-3,
-        base_lr_ratio=1.0,  # one rate for every parameter (a tiny random model)
-        batch_size=8,
-        max_len=32,
-        num_threads=1,
-        device="cpu",
-        pooling="cls",
-    )
-    p = finetune(base, cfg, tmp_path / "ft", log=None)
-    assert set(p["summary"]) == {"cmplxbert", "real", "real-lora"} and p["task_type"] == task_type
-    for run in p["runs"]:
-        assert 0.0 <= run["test"]["accuracy"] <= 1.0
-    real = p["summary"]["real"]
-    assert real["accuracy_mean"] > p["majority"]["accuracy"]  # it learned something
-    md = (tmp_path / "ft" / "finetune.md").read_text()
-    assert ("entity F1" in md) == (task_type == "token")
-    if task_type == "token":
-        assert all("entity_f1" in r["test"] for r in p["runs"])

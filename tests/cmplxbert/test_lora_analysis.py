@@ -6,16 +6,10 @@ import pytest
 import torch
 
 from complexformer.cmplxbert import ComplexLoRAConfig, complexify
-from complexformer.cmplxbert.analysis import (
-    embedding_components,
-    imaginary_energy_share,
-    plot_embedding_scatter,
-)
+from complexformer.cmplxbert.analysis import embedding_components, imaginary_energy_share
 from tests.cmplxbert.lora_testlib import tiny_model
 
 pytest.importorskip("transformers")
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _cmplx(**kw):
@@ -100,17 +94,3 @@ def test_bad_arguments():
         embedding_components(_cmplx(), n=0)
     with pytest.raises(ValueError, match="ComplexLoRAEmbedding"):
         embedding_components(torch.nn.Linear(2, 2))
-
-
-def test_scatter_png_is_written(tmp_path):
-    model = _cmplx()
-    _set_adapter(model)
-    z = embedding_components(model, n=300)
-    out = plot_embedding_scatter(z, tmp_path / "sub" / "fig1.png", title="CmplxBERTLoRA_4")
-    assert out == tmp_path / "sub" / "fig1.png"
-    data = out.read_bytes()
-    assert data[:8] == PNG_SIGNATURE and len(data) > 1000
-    assert [p.name for p in out.parent.iterdir()] == ["fig1.png"]  # no temp file left
-    # overwriting works (atomic replace) and a real tensor is accepted
-    plot_embedding_scatter(torch.randn(50), out)
-    assert out.read_bytes()[:8] == PNG_SIGNATURE

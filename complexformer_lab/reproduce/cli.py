@@ -1,0 +1,275 @@
+"""``complexformer reproduce``: rerun the ComplexFormer paper's comparisons (Shao et al. 2025,
+Tables 1-4, and a length-extrapolation table) at a chosen scale, resumably.
+
+Register it with :func:`add_reproduce_parser` on the subparsers of the ``complexformer``
+command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from complexformer.cli.options import add_seeds, add_set, add_shard, add_threads, build_configs
+
+from .variants import get_scale
+
+__all__ = ["add_reproduce_parser", "cmd_reproduce"]
+
+_EPILOG = """\
+examples:
+  complexformer reproduce --table 1 4 --scale tiny --seeds 0 1 2 --out runs/repro-tiny
+  complexformer reproduce --table 1 --scale tiny --dry-run          # the plan, no training
+  complexformer reproduce --table 2 3 --scale tiny --out runs/repro-tiny  # fine-tune
+  complexformer reproduce --table 1 --scale paper --dry-run   # 45 epochs: steps, GPU-hours
+  complexformer reproduce --table extrapolation --scale tiny --out runs/repro-tiny  # reuses
+  complexformer reproduce --table 1 4 --scale paper --out runs/repro-paper \\
+      --device cuda --bf16
+  torchrun --nproc_per_node 8 -m complexformer.cli reproduce --table 1 --scale paper \\
+      --out runs/repro-paper --only cmha/seed0          # train one run on 8 GPUs
+  complexformer reproduce --table 1 --scale paper --out runs/repro-paper   # then evaluate
+  complexformer reproduce --table ladder --scale tiny --dry-run   # the ladder's plan
+  complexformer reproduce --table ladder --scale tiny --data shakespeare --threads 1 \
+      --out runs/ladder-tiny                      # one corpus per process, side by side
+
+Tables: 1 (learned, sinusoidal, gpt2, rope, cmha_shared, cmha), 2 and 3 (the Table-1 variants
+fine-tuned on code / math at lr 2e-5: HumanEval/MBPP pass@k, GSM8K/MATH accuracy), 4 (cmha,
+cmha_pclrot, cmha_shared, cmha_fixed, cmha_nopcl, cmha_ropeinit, rope; with Pass@1 and Acc.
+of their fine-tuned runs), extrapolation (the Table-1 variants at 1, 2, 4, 8 x T), ladder
+(rope, cmha_nopcl, cmha at 4 sizes on stdlib and shakespeare; with --scale paper the GPU
+rungs on WikiText-103 up to the paper preset).
+Runs live in OUT/runs/<variant>/seed<k> and are shared by the tables; a finished run
+(summary.json) is not retrained, an interrupted one resumes from its checkpoint, and finished
+evaluations are not repeated. Under torchrun the runs are trained data-parallel and nothing is
+evaluated; run the command again in one process for the tables. See docs/reproduce.md.
+"""
+
+
+def _command(args: argparse.Namespace, out: str) -> str:
+    """The command line that reproduces these tables (printed above them)."""
+    parts = ["complexformer", "reproduce"]
+    parts += ["--table", *(args.table or ["1"])]
+    parts += ["--scale", args.scale, "--seeds", *map(str, args.seeds), "--out", out]
+    if args.set:
+        parts += ["--set", *args.set]
+    for flag in ("data", "evaluator", "threads", "max_steps"):
+        value = getattr(args, flag)
+        if value is not None:
+            parts += [f"--{flag.replace('_', '-')}", str(value)]
+    for flag in ("code_problems", "math_problems"):
+        values = getattr(args, flag, None) or []
+        if values:
+            parts += [f"--{flag.replace('_', '-')}", *map(str, values)]
+    if args.device != "auto":
+        parts += ["--device", args.device]
+    if args.bf16:
+        parts.append("--bf16")
+    if args.shard:
+        parts.append("--shard")
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def scale_of(args: argparse.Namespace):
+    """The scale of ``--scale`` changed by ``--max-steps`` and ``--set``: TrainConfig fields
+    change its ``train`` entries, GPTConfig fields its models (every variant alike)."""
+    from complexformer.models.config import GPTConfig
+    from complexformer.training import TrainConfig
+
+    kw = build_configs(
+        argparse.Namespace(set=args.set, max_steps=args.max_steps),
+        {"model": GPTConfig, "train": TrainConfig},
+    )
+    scale = get_scale(args.scale, **kw["train"])
+    if kw["model"]:
+        scale = scale.replace(
+            model={**scale.model, **kw["model"]},
+            gpt2_model={**scale.gpt2_model, **kw["model"]},
+        )
+    return scale
+
+
+def cmd_ladder(args: argparse.Namespace) -> int:
+    """``reproduce --table ladder``: the compute ladder of :mod:`.ladder`."""
+    from .ladder import LadderConfig, format_ladder_plan, run_ladder
+
+    if len(args.table) > 1:
+        raise SystemExit("reproduce: --table ladder runs alone (its runs are not the tables')")
+    unused = [
+        flag
+        for flag, value in (
+            ("--evaluator", args.evaluator),
+            ("--max-steps", args.max_steps),
+            ("--set", args.set),
+            ("--code-problems", args.code_problems),
+            ("--math-problems", args.math_problems),
+        )
+        if value
+    ]
+    if unused:
+        raise SystemExit(
+            f"reproduce --table ladder does not use {', '.join(unused)} (its rungs, token rule "
+            "and evaluation are fixed by --scale; see docs/RESULTS.md)"
+        )
+    out = args.out or f"runs/ladder-{args.scale}"
+    parts = ["complexformer", "reproduce", "--table", "ladder", "--scale", args.scale]
+    parts += ["--seeds", *map(str, args.seeds), "--out", out]
+    if args.data:
+        parts += ["--data", args.data]
+    if args.only:
+        parts += ["--only", *args.only]
+    config = LadderConfig(
+        out=out,
+        scale=args.scale,
+        seeds=tuple(args.seeds),
+        data=args.data,
+        only=tuple(args.only),
+        threads=args.threads,
+        device=args.device,
+        bf16=args.bf16,
+        shard=bool(args.shard),
+        train_only=args.train_only,
+        command=" ".join(shlex.quote(p) for p in parts),
+    )
+    if args.dry_run:
+        print(format_ladder_plan(config))
+        return 0
+    run_ladder(config)
+    return 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    """Run ``complexformer reproduce`` from parsed arguments."""
+    if args.table and "ladder" in args.table:
+        return cmd_ladder(args)
+    from .runner import ReproduceConfig, format_plan, reproduce, resolve_budget
+
+    scale = scale_of(args)
+    out = args.out or f"runs/reproduce-{args.scale}"
+    config = ReproduceConfig(
+        out=out,
+        tables=tuple(args.table or ["1"]),
+        scale=scale,
+        seeds=tuple(args.seeds),
+        data=args.data,
+        evaluator=args.evaluator,
+        threads=args.threads,
+        device=args.device,
+        bf16=args.bf16,
+        shard=bool(args.shard),
+        train_only=args.train_only,
+        only=tuple(args.only),
+        command=_command(args, out),
+        code_benchmarks=tuple(args.code_problems),
+        math_benchmarks=tuple(args.math_problems),
+    )
+    if args.dry_run:
+        print(format_plan(resolve_budget(config, count=False, log=print)))
+        return 0
+    reproduce(config)
+    return 0
+
+
+def add_reproduce_parser(sub) -> argparse.ArgumentParser:
+    """Register the ``reproduce`` subcommand on the subparsers object ``sub``."""
+    r = sub.add_parser(
+        "reproduce",
+        help="rerun the paper's Tables 1-4 (and extrapolation) at a scale",
+        description="Train every variant of the ComplexFormer paper's tables on identical "
+        "data, tokens and budget, for several seeds; evaluate each run (val/test perplexity, "
+        "gen-PPL, Dist-1/2, Rep-4, optionally extrapolation); write markdown/JSON tables "
+        "(mean ± std over seeds, paired comparison with RoPE) and loss plots to --out. "
+        "Resumable: finished runs and evaluations are skipped.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument(
+        "--table",
+        nargs="+",
+        action="extend",
+        choices=("1", "2", "3", "4", "extrapolation", "ladder"),
+        help="tables to reproduce (default 1); ladder: the compute ladder (RoPE, CMHA w/o "
+        "PCL and ComplexFormer at several sizes; --scale tiny on CPU, paper on GPUs)",
+    )
+    r.add_argument(
+        "--scale",
+        default="tiny",
+        choices=("tiny", "small", "paper"),
+        help="a scale is a model preset with its data, budget and evaluation: tiny (the micro "
+        "preset; CPU, ~40 min for tables 1+4 x 3 seeds on 2 cores), small (the small preset; "
+        "CPU hours / GPU minutes), paper (the paper preset, the paper's Appendix A: 45 epochs "
+        "of WikiText-103; GPU). Default tiny",
+    )
+    add_seeds(r, (0, 1, 2), "seeds to run, one run per variant and seed")
+    r.add_argument(
+        "--data",
+        default=None,
+        help="corpus spec (default: the scale's: stdlib, or WikiText-103 for paper)",
+    )
+    r.add_argument("--out", default=None, help="output directory (default runs/reproduce-SCALE)")
+    add_threads(r)
+    r.add_argument(
+        "--evaluator",
+        default=None,
+        help="gen-PPL evaluator: smollm2 (offline; tiny and small), gpt2-large (the "
+        "paper's; paper scale), a directory, a .gguf file, or none",
+    )
+    r.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="device for training and evaluation (default auto: CUDA if available)",
+    )
+    r.add_argument("--bf16", action="store_true", help="train under bf16 autocast")
+    add_shard(r)
+    r.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="override the scale's training steps (every variant alike; for paper it "
+        "replaces the 45 epochs)",
+    )
+    r.add_argument(
+        "--code-problems",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="SOURCE",
+        help="code benchmarks of Tables 2 and 4 instead of the scale's: "
+        "humaneval, mbpp (online) or a HumanEval-format JSONL file",
+    )
+    r.add_argument(
+        "--math-problems",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="SOURCE",
+        help="math benchmarks of Tables 3 and 4 instead of the scale's: gsm8k, "
+        "math (online), synthetic or a JSONL file of question/answer records",
+    )
+    r.add_argument(
+        "--only",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="VARIANT[/seedK]",
+        help="train and evaluate only these runs; the tables still "
+        "include the saved results of the others (ladder: RUNG, VARIANT, RUNG/VARIANT or "
+        "RUNG/VARIANT/seedK)",
+    )
+    r.add_argument(
+        "--train-only",
+        action="store_true",
+        help="train, do not evaluate or tabulate (automatic under torchrun)",
+    )
+    from complexformer.models.config import GPTConfig
+    from complexformer.training import TrainConfig
+
+    add_set(r, (GPTConfig, TrainConfig))
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan (variants, seeds, configs, run directories and which "
+        "are done) and exit",
+    )
+    r.set_defaults(func=cmd_reproduce)
+    return r
