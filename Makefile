@@ -81,8 +81,8 @@ bench-docs: venv
 	$(PY) -m benchmarks.render
 
 lint: venv
-	$(VENV)/bin/ruff check complexformer tests benchmarks examples
-	$(VENV)/bin/ruff format --check complexformer tests benchmarks examples
+	$(VENV)/bin/ruff check complexformer complexformer_lab tests benchmarks examples
+	$(VENV)/bin/ruff format --check complexformer complexformer_lab tests benchmarks examples
 
 # `make mutate`: mutation testing with mutmut on the modules and tests named under
 # [tool.mutmut] in pyproject.toml (not in CI; docs/testing.md has the scores and how long it
