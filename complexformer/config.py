@@ -162,12 +162,13 @@ class ConfigBase:
 
 
 # ---------------------------------------------------------------------- field documentation
-_SECTION = re.compile(r"^(\s*)Attributes:\s*$")
+_SECTION = re.compile(r"^(\s*)(Attributes|Args):\s*$")
 _ENTRY = re.compile(r"^(\w+)(?:\s*\([^)]*\))?:\s*(.*)$")
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """Each field's text in the ``Attributes:`` section of a Google-style class docstring.
+    """Each field's text in the ``Attributes:`` (or, for a dataclass whose fields are its
+    arguments, ``Args:``) section of a Google-style class docstring.
 
     The classes of the method resolution order are read from the base up, so a subclass's
     entry wins. Inline markup (````x````, ``:class:`x``` and the like) becomes plain text.

@@ -369,14 +369,16 @@ def add_fields(
     flags: dict[str, str] | None = None,
     defaults: dict[str, Any] | None = None,
     choices: dict[str, Sequence[Any]] | None = None,
+    note: str = "",
 ) -> None:
     """One option per field of a config dataclass, declared by the field itself.
 
     The flag is the field's name with dashes (``max_steps`` -> ``--max-steps``) unless
     ``flags`` names another; the type is the field's (``X | None`` reads X; a bool field is a
-    switch that sets True); the help is the field's entry in the class's ``Attributes:``
-    section, followed by its default. The option's own default is None, so that only what is
-    given overrides a recipe or a ``--config`` file (:func:`build_configs`).
+    switch that sets True; a list field takes one or more values); the help is the field's
+    entry in the class's ``Attributes:`` (or ``Args:``) section, followed by its default. The
+    option's own default is None, so that only what is given overrides a recipe or a
+    ``--config`` file (:func:`build_configs`).
 
     Args:
         p: the subcommand's parser.
@@ -386,6 +388,8 @@ def add_fields(
         defaults: field -> the default to state in the help, where it is not the field's
             (a recipe's value, or words such as "the preset's").
         choices: field -> the values argparse accepts.
+        note: text added to every help, after the field's (where the options apply only in
+            some cases, such as "(with --base)").
 
     Raises:
         KeyError: a name that is not a field of ``cls``, or a field without documentation.
@@ -401,19 +405,29 @@ def add_fields(
         flag = (flags or {}).get(name, "--" + name.replace("_", "-"))
         default = (defaults or {}).get(name, by_name[name].default)
         said = _default_text(default)
-        text = docs[name] if said is None else f"{docs[name].rstrip('.')}; default {said}"
-        kind = _value_type(hints[name])
+        doc = docs[name].rstrip(".") + note
+        text = f"{doc}." if said is None else f"{doc}; default {said}"
+        kind, many = _value_type(hints[name])
+        extra: dict[str, Any] = {"choices": choices[name]} if choices and name in choices else {}
+        if many:
+            extra.update(nargs="+", metavar=name.upper().rstrip("S") or None)
         if kind is bool:
             p.add_argument(flag, dest=name, action="store_true", default=None, help=text)
         else:
-            extra = {"choices": choices[name]} if choices and name in choices else {}
             p.add_argument(flag, dest=name, type=kind, default=None, help=text, **extra)
 
 
-def _value_type(hint: Any) -> type:
+def _value_type(hint: Any) -> tuple[type, bool]:
+    """The type of one value of a field and whether the field takes several."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) in (list, tuple):
+        item = [a for a in args if a is not Ellipsis]
+        return (item[0] if item and item[0] in (int, float, str) else str), True
+    lists = [a for a in args if typing.get_origin(a) in (list, tuple)]
+    if lists:
+        return _value_type(lists[0])
     kind = args[0] if args else hint
-    return kind if kind in (bool, int, float, str) else str
+    return (kind if kind in (bool, int, float, str) else str), False
 
 
 def _default_text(value: Any) -> str | None:
@@ -421,6 +435,8 @@ def _default_text(value: Any) -> str | None:
         return None
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return " ".join(map(str, value))
     return None if value is None else str(value)
 
 
