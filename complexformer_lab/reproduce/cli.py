@@ -121,7 +121,7 @@ def scale_of(args: argparse.Namespace):
     """The scale of ``--scale`` changed by :func:`scale_changes`: TrainConfig fields change
     its ``train`` entries, GPTConfig fields its models (every variant alike)."""
     kw = scale_changes(args)
-    scale = get_scale(args.scale, **kw["train"])
+    scale = get_scale(config_choice(args, "scale", "tiny"), **kw["train"])
     if kw["model"]:
         scale = scale.replace(
             model={**scale.model, **kw["model"]},
