@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from dataclasses import fields
 
-from complexformer.cli.options import add_seeds, add_set, add_shard, add_threads, build_configs
+from complexformer.cli.options import (
+    add_device,
+    add_fields,
+    add_out,
+    add_seeds,
+    add_set,
+    add_shard,
+    add_threads,
+    build_configs,
+    config_choice,
+)
 
-from .variants import get_scale
+from .variants import SCALES, describe_scales, get_scale
 
 __all__ = ["add_reproduce_parser", "cmd_reproduce"]
 
@@ -29,7 +40,7 @@ examples:
       --out runs/repro-paper --only cmha/seed0          # train one run on 8 GPUs
   complexformer reproduce --table 1 --scale paper --out runs/repro-paper   # then evaluate
   complexformer reproduce --table ladder --scale tiny --dry-run   # the ladder's plan
-  complexformer reproduce --table ladder --scale tiny --data shakespeare --threads 1 \
+  complexformer reproduce --table ladder --scale tiny --data shakespeare --threads 1 \\
       --out runs/ladder-tiny                      # one corpus per process, side by side
 
 Tables: 1 (learned, sinusoidal, gpt2, rope, cmha_shared, cmha), 2 and 3 (the Table-1 variants
@@ -41,8 +52,29 @@ rungs on WikiText-103 up to the paper preset).
 Runs live in OUT/runs/<variant>/seed<k> and are shared by the tables; a finished run
 (summary.json) is not retrained, an interrupted one resumes from its checkpoint, and finished
 evaluations are not repeated. Under torchrun the runs are trained data-parallel and nothing is
-evaluated; run the command again in one process for the tables. See docs/reproduce.md.
+evaluated; run the command again in one process for the tables. A --config FILE may name the
+scale (scale = "small") and set GPTConfig and TrainConfig fields, as --set does. See
+docs/reproduce.md.
+
+scales (--scale NAME; complexformer_lab/configs/scales.toml):
 """
+
+#: ReproduceConfig fields whose options are left None when not given (add_fields).
+_FIELDS = ("scale", "data", "evaluator", "bf16", "train_only")
+
+
+def resolved(args: argparse.Namespace) -> argparse.Namespace:
+    """The options with the scale chosen (``--scale``, else the ``--config`` file's ``scale``,
+    else tiny) and ReproduceConfig's defaults where an option declared by its field was not
+    given."""
+    from .plan import ReproduceConfig
+
+    values = vars(args).copy()
+    for f in fields(ReproduceConfig):
+        if f.name in _FIELDS and values.get(f.name) is None:
+            values[f.name] = f.default
+    values["scale"] = config_choice(args, "scale", str(values["scale"]))
+    return argparse.Namespace(**values)
 
 
 def _command(args: argparse.Namespace, out: str) -> str:
@@ -50,6 +82,8 @@ def _command(args: argparse.Namespace, out: str) -> str:
     parts = ["complexformer", "reproduce"]
     parts += ["--table", *(args.table or ["1"])]
     parts += ["--scale", args.scale, "--seeds", *map(str, args.seeds), "--out", out]
+    if args.config is not None:
+        parts += ["--config", args.config]
     if args.set:
         parts += ["--set", *args.set]
     for flag in ("data", "evaluator", "threads", "max_steps"):
@@ -69,17 +103,25 @@ def _command(args: argparse.Namespace, out: str) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def scale_of(args: argparse.Namespace):
-    """The scale of ``--scale`` changed by ``--max-steps`` and ``--set``: TrainConfig fields
-    change its ``train`` entries, GPTConfig fields its models (every variant alike)."""
+def scale_changes(args: argparse.Namespace) -> dict[str, dict]:
+    """The GPTConfig (``model``) and TrainConfig (``train``) fields set by the ``--config``
+    file, ``--max-steps`` and ``--set``, in that order of precedence."""
     from complexformer.models.config import GPTConfig
     from complexformer.training import TrainConfig
 
-    kw = build_configs(
-        argparse.Namespace(set=args.set, max_steps=args.max_steps),
+    return build_configs(
+        argparse.Namespace(
+            set=args.set, max_steps=args.max_steps, config=args.config, _config_choices=("scale",)
+        ),
         {"model": GPTConfig, "train": TrainConfig},
     )
-    scale = get_scale(args.scale, **kw["train"])
+
+
+def scale_of(args: argparse.Namespace):
+    """The scale of ``--scale`` changed by :func:`scale_changes`: TrainConfig fields change
+    its ``train`` entries, GPTConfig fields its models (every variant alike)."""
+    kw = scale_changes(args)
+    scale = get_scale(config_choice(args, "scale", "tiny"), **kw["train"])
     if kw["model"]:
         scale = scale.replace(
             model={**scale.model, **kw["model"]},
@@ -100,6 +142,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
             ("--evaluator", args.evaluator),
             ("--max-steps", args.max_steps),
             ("--set", args.set),
+            ("--config", args.config is not None and any(scale_changes(args).values())),
             ("--code-problems", args.code_problems),
             ("--math-problems", args.math_problems),
         )
@@ -139,6 +182,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run ``complexformer reproduce`` from parsed arguments."""
+    args = resolved(args)
     if args.table and "ladder" in args.table:
         return cmd_ladder(args)
     from .runner import ReproduceConfig, format_plan, reproduce, resolve_budget
@@ -171,6 +215,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def add_reproduce_parser(sub) -> argparse.ArgumentParser:
     """Register the ``reproduce`` subcommand on the subparsers object ``sub``."""
+    from complexformer.models.config import GPTConfig
+    from complexformer.training import TrainConfig
+
+    from .plan import ReproduceConfig
+
     r = sub.add_parser(
         "reproduce",
         help="rerun the paper's Tables 1-4 (and extrapolation) at a scale",
@@ -179,7 +228,7 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         "gen-PPL, Dist-1/2, Rep-4, optionally extrapolation); write markdown/JSON tables "
         "(mean ± std over seeds, paired comparison with RoPE) and loss plots to --out. "
         "Resumable: finished runs and evaluations are skipped.",
-        epilog=_EPILOG,
+        epilog=f"{_EPILOG}{describe_scales()}\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     r.add_argument(
@@ -190,43 +239,20 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         help="tables to reproduce (default 1); ladder: the compute ladder (RoPE, CMHA w/o "
         "PCL and ComplexFormer at several sizes; --scale tiny on CPU, paper on GPUs)",
     )
-    r.add_argument(
-        "--scale",
-        default="tiny",
-        choices=("tiny", "small", "paper"),
-        help="a scale is a model preset with its data, budget and evaluation: tiny (the micro "
-        "preset; CPU, ~40 min for tables 1+4 x 3 seeds on 2 cores), small (the small preset; "
-        "CPU hours / GPU minutes), paper (the paper preset, the paper's Appendix A: 45 epochs "
-        "of WikiText-103; GPU). Default tiny",
-    )
+    add_fields(r, ReproduceConfig, "scale", choices={"scale": tuple(SCALES)})
     add_seeds(r, (0, 1, 2), "seeds to run, one run per variant and seed")
-    r.add_argument(
-        "--data",
-        default=None,
-        help="corpus spec (default: the scale's: stdlib, or WikiText-103 for paper)",
-    )
-    r.add_argument("--out", default=None, help="output directory (default runs/reproduce-SCALE)")
+    add_fields(r, ReproduceConfig, "data")
+    add_out(r, "output directory (default runs/reproduce-SCALE)", required=False, default=None)
     add_threads(r)
-    r.add_argument(
-        "--evaluator",
-        default=None,
-        help="gen-PPL evaluator: smollm2 (offline; tiny and small), gpt2-large (the "
-        "paper's; paper scale), a directory, a .gguf file, or none",
-    )
-    r.add_argument(
-        "--device",
-        default="auto",
-        choices=("auto", "cpu", "cuda"),
-        help="device for training and evaluation (default auto: CUDA if available)",
-    )
-    r.add_argument("--bf16", action="store_true", help="train under bf16 autocast")
+    add_fields(r, ReproduceConfig, "evaluator")
+    add_device(r, help="device for training and evaluation (default auto: CUDA if available)")
+    add_fields(r, ReproduceConfig, "bf16")
     add_shard(r)
-    r.add_argument(
-        "--max-steps",
-        type=int,
-        default=None,
-        help="override the scale's training steps (every variant alike; for paper it "
-        "replaces the 45 epochs)",
+    add_fields(
+        r,
+        TrainConfig,
+        "max_steps",
+        defaults={"max_steps": "the scale's (every variant alike; for paper, 45 epochs)"},
     )
     r.add_argument(
         "--code-problems",
@@ -256,15 +282,8 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         "include the saved results of the others (ladder: RUNG, VARIANT, RUNG/VARIANT or "
         "RUNG/VARIANT/seedK)",
     )
-    r.add_argument(
-        "--train-only",
-        action="store_true",
-        help="train, do not evaluate or tabulate (automatic under torchrun)",
-    )
-    from complexformer.models.config import GPTConfig
-    from complexformer.training import TrainConfig
-
-    add_set(r, (GPTConfig, TrainConfig))
+    add_fields(r, ReproduceConfig, "train_only")
+    add_set(r, (GPTConfig, TrainConfig), choices=("scale",))
     r.add_argument(
         "--dry-run",
         action="store_true",

@@ -50,11 +50,12 @@ from complexformer.training.config import TrainConfig
 from complexformer.training.dist import env_world, resolve_device
 from complexformer.training.rundir import run_lock
 
-from .budget import WIKITEXT103_GPT2_TRAIN_TOKENS, gpu_hours, train_flops_per_token
+from ..configs import lab_configs
+from .budget import gpu_hours, train_flops_per_token
 from .evaluate import EvalContext, settings_key
 from .ladder_report import write_ladder_report
 from .plan import PlannedRun, check_run_settings
-from .variants import PAPER_OPTIM, SCALES, VARIANTS
+from .variants import SCALES, VARIANTS
 
 __all__ = [
     "LADDERS",
@@ -258,79 +259,38 @@ def _count_params(config: GPTConfig) -> tuple[int, int]:
     return _PARAMS[key]
 
 
-#: The tiny scale's recipe (Table 4) without its step budget and cadence, which the rungs set.
-_CPU_TRAIN = {
-    k: v
-    for k, v in SCALES["tiny"].train.items()
-    if k not in ("max_steps", "eval_every", "save_every")
-}
+#: What the token rule and the rungs set, so that a ladder does not take it from its scale.
+_RUNG_SHAPE = ("n_layer", "d_model", "n_head", "d_ff")
+_RUNG_TRAIN = ("max_steps", "eval_every", "save_every")
 
 
-def _shared(preset: str) -> dict[str, Any]:
-    """A preset's GPTConfig fields without the vocabulary and the shape that rungs set."""
-    skip = ("vocab_size", "n_layer", "d_model", "n_head", "d_ff")
-    return {k: v for k, v in preset_fields(preset).items() if k not in skip and v is not None}
+def _ladder(name: str, entry: dict[str, Any], description: str) -> Ladder:
+    """The :class:`Ladder` of one table of ``ladders.toml``: its scale's settings, with the
+    table's keys winning."""
+    fields = dict(entry)
+    scale = SCALES[fields.pop("scale")]
+    base = {
+        "corpora": (scale.data,),
+        "tokenizer": scale.tokenizer,
+        "vocab_size": scale.vocab_size,
+        "model": {k: v for k, v in scale.model.items() if k not in _RUNG_SHAPE},
+        "train": {k: v for k, v in scale.train.items() if k not in _RUNG_TRAIN},
+        "ppl_batch_size": scale.ppl_batch_size,
+        "ppl_max_blocks": scale.ppl_max_blocks,
+        "flush_denormal": scale.flush_denormal,
+    }
+    rungs = tuple(Rung(**r) for r in fields.pop("rungs"))
+    return Ladder(name=name, description=description, rungs=rungs, **{**base, **fields})
 
 
-LADDERS: dict[str, Ladder] = {
-    # Head size 32 on every rung (1 to 8 heads), d_ff = 2 d_model as in the micro preset; the
-    # d128 rung is the model and budget of reproduce --scale tiny. Four rungs span 64x in N.
-    "tiny": Ladder(
-        name="tiny",
-        description="CPU: 2 layers, d_model 32 to 256 (head size 32, d_ff 2 d_model), "
-        "context 128, batch 16, BPE vocabulary 2048 per corpus; tokens grow as sqrt(N) "
-        "(250 steps at d_model 128)",
-        corpora=("stdlib", "shakespeare"),
-        tokenizer=None,
-        vocab_size=2048,
-        model=_shared("micro"),
-        rungs=(
-            Rung("d32", 2, 32, 1, 64),
-            Rung("d64", 2, 64, 2, 128),
-            Rung("d128", 2, 128, 4, 256),
-            Rung("d256", 2, 256, 8, 512),
-        ),
-        reference="d128",
-        reference_steps=250,
-        train=_CPU_TRAIN,
-        cpu_flops=40e9,
-        flush_denormal=True,
-    ),
-    # The GPU rungs: WikiText-103 with the GPT-2 tokenizer, head size 64, d_ff 2 d_model, the
-    # paper's optimizer and batch of 8 x 512; the top rung is the paper preset trained on one
-    # epoch of WikiText-103 (the paper trains 40-50 epochs); four rungs span 32x in N.
-    "paper": Ladder(
-        name="paper",
-        description="GPU: WikiText-103, GPT-2 tokenizer, 4 to 8 layers, d_model 128 to 512 "
-        "(head size 64, d_ff 2 d_model), context 512, batch 8, the paper's optimizer; the "
-        "top rung is the paper preset on one epoch; tokens grow as sqrt(N)",
-        corpora=("hf:Salesforce/wikitext:wikitext-103-raw-v1",),
-        tokenizer="gpt2",
-        vocab_size=50257,
-        model=_shared("paper"),
-        rungs=(
-            Rung("L4-d128", 4, 128, 2, 256),
-            Rung("L4-d256", 4, 256, 4, 512),
-            Rung("L6-d384", 6, 384, 6, 768),
-            Rung("paper", 8, 512, 8, 1024),
-        ),
-        reference="paper",
-        reference_steps=math.ceil(WIKITEXT103_GPT2_TRAIN_TOKENS / (8 * 512)),
-        train=dict(
-            batch_size=8,
-            min_lr_ratio=0.0,
-            eval_blocks=200,
-            log_every=50,
-            keep_last=2,
-            **PAPER_OPTIM,
-        ),
-        evals_per_run=10,
-        ppl_max_blocks=None,
-        extrapolation={"max_tokens": 65536},
-        cpu_flops=None,
-        flush_denormal=False,
-    ),
-}
+def _ladders() -> dict[str, Ladder]:
+    configs = lab_configs("ladders.toml", "ladder scale")
+    return {n: _ladder(n, configs[n], configs.descriptions[n]) for n in configs.names()}
+
+
+#: The ladders of ``reproduce --table ladder --scale``, read from
+#: ``complexformer_lab/configs/ladders.toml`` (``tiny``: the CPU ladder, ``paper``: GPU rungs).
+LADDERS: dict[str, Ladder] = _ladders()
 
 
 def get_ladder(name: str) -> Ladder:

@@ -70,10 +70,18 @@ class ReproduceConfig(ConfigBase):
     Attributes:
         out: the output directory (``OUT/runs/<variant>/seed<k>``, ``OUT/table*.md``).
         tables: table ids: ``"1"``, ``"2"``, ``"3"``, ``"4"``, ``"extrapolation"``.
-        scale: a :class:`Scale` or the name of one (``tiny``, ``small``, ``paper``).
+        scale: a :class:`Scale` or the name of one in ``complexformer_lab/configs/scales.toml``
+            (listed by ``--help``): a model preset with its data, token budget and evaluation.
+            ``tiny`` trains the ``micro`` preset on a CPU (about 40 min for Tables 1 and 4
+            with 3 seeds on 2 cores), ``small`` the ``small`` preset (CPU hours, GPU
+            minutes), ``paper`` the ``paper`` preset as the paper's Appendix A does (45
+            epochs of WikiText-103; GPUs).
         seeds: the seeds to run, one run per variant and seed (as ``--seeds 0 1 2``).
-        data: corpus spec (None: the scale's).
-        evaluator: gen-PPL evaluator spec (None: the scale's; ``"none"`` skips gen-PPL).
+        data: corpus spec to train and evaluate on (default None: the scale's, ``stdlib``,
+            or WikiText-103 for ``paper``).
+        evaluator: gen-PPL evaluator: ``smollm2`` (offline; the tiny and small scales'),
+            ``gpt2-large`` (the paper's; the paper scale's), a model directory, a ``.gguf``
+            file, or ``"none"``, which skips gen-PPL (default None: the scale's).
         threads: torch CPU threads for training and evaluation (None: torch's default).
         device: ``auto``, ``cpu`` or ``cuda``.
         bf16: train under bfloat16 autocast.

@@ -30,11 +30,11 @@ from typing import Any
 from complexformer.attention.registry import get_scheme
 from complexformer.evaluation.extrapolation import ExtrapolationConfig
 from complexformer.evaluation.text import TextSuiteConfig
-from complexformer.models.config import GPTConfig, preset_fields, unknown_key_error
+from complexformer.models.config import GPTConfig, unknown_key_error
 from complexformer.training.config import TrainConfig
 
-from .budget import WIKITEXT103_GPT2_TRAIN_TOKENS
-from .finetune import FINETUNE_LR, SYNTHETIC, FineTuneSpec
+from ..configs import lab_configs
+from .finetune import FineTuneSpec
 
 __all__ = [
     "SCALES",
@@ -43,6 +43,7 @@ __all__ = [
     "VARIANTS",
     "Scale",
     "Variant",
+    "describe_scales",
     "get_scale",
     "run_dir",
     "table_variants",
@@ -226,12 +227,11 @@ def run_dir(out: str | os.PathLike, variant: str, seed: int) -> Path:
 
 
 # ---------------------------------------------------------------------- scales
-def _shape(preset: str, **differences: Any) -> dict[str, Any]:
-    """A scale's model: the GPTConfig fields of a preset (models.config.PRESETS) with
-    differences, without the vocabulary (the scale's tokenizer sets it); a difference of
-    None drops the field (the variant sets it)."""
-    fields = preset_fields(preset, **differences)
-    return {k: v for k, v in fields.items() if k != "vocab_size" and v is not None}
+def _shape(fields: dict[str, Any]) -> dict[str, Any]:
+    """A scale's model: GPTConfig fields (a preset of models.config.PRESETS with
+    differences, as ``scales.toml`` names it) without the vocabulary, which the scale's
+    tokenizer sets."""
+    return {k: v for k, v in fields.items() if k != "vocab_size"}
 
 
 _TRAIN_FIXED_OUT = {"out_dir", "data", "seed", "device", "num_threads"}
@@ -391,194 +391,34 @@ class Scale:
         return dataclasses.asdict(self)
 
 
-PAPER_OPTIM = dict(
-    lr=1e-4,
-    betas=(0.9, 0.98),
-    eps=1e-9,
-    weight_decay=0.01,
-    warmup_frac=0.05,
-    schedule="cosine",
-    grad_clip=1.0,
-)
+def _scale(name: str, entry: dict[str, Any], description: str) -> Scale:
+    """The :class:`Scale` of one table of ``scales.toml`` (resolved by
+    :func:`~complexformer_lab.configs.resolve_table`)."""
+    fields = {"tokenizer": None, **entry}
+    finetune = fields.pop("finetune", None)
+    return Scale(
+        name=name,
+        description=description,
+        model=_shape(fields.pop("model")),
+        gpt2_model=_shape(fields.pop("gpt2_model")),
+        finetune=None if finetune is None else FineTuneSpec(**finetune),
+        **fields,
+    )
 
-#: Fine-tuning (Appendix A: "2e-5 fine-tune"), the pre-training optimizer otherwise.
-_FT_TRAIN = dict(lr=FINETUNE_LR, warmup_frac=0.05, schedule="cosine", log_every=10, keep_last=1)
-#: Sampling of the code suite (§4.1.2: "k=100 samples (temp=0.8)", pass@1/10/100).
-_FT_CODE = dict(temperature=0.8, top_p=0.95, ks=(1, 10, 100))
 
-SCALES: dict[str, Scale] = {
-    # Sized so that --table 1 --table 4 --seeds 3 (8 variants x 3 seeds = 24 runs plus their
-    # evaluation) fits in about 40 minutes on the 2-core CPU this project is developed on
-    # (docs/reproduce.md has the measured times).
-    "tiny": Scale(
-        name="tiny",
-        description="CPU minutes: 2 layers, d_model 128, 4 heads, context 128, 250 steps of "
-        "16 x 128 tokens (512k tokens), BPE vocabulary 2048, standard library",
-        data="stdlib",
-        tokenizer=None,
-        vocab_size=2048,
-        model=_shape("micro"),
-        gpt2_model=_shape("micro", d_ff=512, tie_embeddings=True),
-        train=dict(
-            max_steps=250,
-            batch_size=16,
-            lr=1e-3,
-            warmup_frac=0.05,
-            min_lr_ratio=0.1,
-            schedule="cosine",
-            weight_decay=0.01,
-            betas=(0.9, 0.98),
-            eps=1e-9,
-            grad_clip=1.0,
-            eval_every=50,
-            eval_blocks=50,
-            log_every=10,
-            save_every=125,
-            keep_last=1,
-        ),
-        text=dict(
-            num_prompts=16,
-            prompt_tokens=32,
-            max_new_tokens=95,
-            top_p=0.9,
-            temperature=1.0,
-            batch_size=16,
-            evaluator_batch_size=8,
-        ),
-        evaluator="smollm2",
-        ppl_batch_size=16,
-        ppl_max_blocks=200,
-        extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=8192, batch_size=8, split="val"),
-        flush_denormal=True,
-        finetune=FineTuneSpec(
-            train=dict(_FT_TRAIN, max_steps=100, eval_every=50, save_every=100),
-            code_data="stdlib",
-            code_benchmarks=("humaneval",),
-            code=dict(_FT_CODE, num_samples=10, max_problems=20, max_new_tokens=64, batch_size=10),
-            math_train=(SYNTHETIC,),
-            math_benchmarks=(SYNTHETIC,),
-            math=dict(max_problems=50, max_new_tokens=32, batch_size=16),
-            synthetic_problems=(2000, 50),
-        ),
-    ),
-    # CPU hours or GPU minutes: the tiny preset's size with the paper's d_ff ratio.
-    "small": Scale(
-        name="small",
-        description="CPU hours / GPU minutes: 4 layers, d_model 128, 4 heads, context 256, "
-        "2000 steps of 32 x 256 tokens (16.4M tokens), BPE vocabulary 8192, standard library",
-        data="stdlib",
-        tokenizer=None,
-        vocab_size=8192,
-        model=_shape("small"),
-        gpt2_model=_shape("small", d_ff=512, tie_embeddings=True),
-        train=dict(
-            max_steps=2000,
-            batch_size=32,
-            lr=1e-3,
-            warmup_frac=0.05,
-            min_lr_ratio=0.1,
-            schedule="cosine",
-            weight_decay=0.01,
-            betas=(0.9, 0.98),
-            eps=1e-9,
-            grad_clip=1.0,
-            eval_every=250,
-            eval_blocks=100,
-            log_every=10,
-            save_every=250,
-            keep_last=2,
-        ),
-        text=dict(
-            num_prompts=100,
-            prompt_tokens=64,
-            max_new_tokens=128,
-            top_p=0.9,
-            temperature=1.0,
-            batch_size=16,
-            evaluator_batch_size=8,
-        ),
-        evaluator="smollm2",
-        ppl_batch_size=16,
-        ppl_max_blocks=None,
-        extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=16384, batch_size=8, split="val"),
-        flush_denormal=True,
-        finetune=FineTuneSpec(
-            train=dict(_FT_TRAIN, max_steps=500, eval_every=250, save_every=250),
-            code_data="stdlib",
-            code_benchmarks=("humaneval",),
-            code=dict(_FT_CODE, num_samples=20, max_new_tokens=128, batch_size=20),
-            math_train=(SYNTHETIC,),
-            math_benchmarks=(SYNTHETIC,),
-            math=dict(max_problems=200, max_new_tokens=48, batch_size=16),
-            synthetic_problems=(5000, 200),
-        ),
-    ),
-    # The paper's Appendix A: WikiText-103, GPT-2 tokenizer, 8 layers, d_model 512, 8 heads,
-    # d_ff 1024, dropout 0.1, AdamW lr 1e-4, betas (0.9, 0.98), eps 1e-9, weight decay 0.01,
-    # 5% warm-up then cosine, batch 8 x 512 tokens, "WikiText-103: 40-50 epochs" (45 here:
-    # the steps are computed from the tokenised corpus, see budget.py; --max-steps overrides),
-    # ω_j = base^(-2j/(d_k/2)) (eq. 6); gen-PPL under GPT-2 Large, 256 new tokens, p = 0.9;
-    # fine-tuning at lr 2e-5.
-    "paper": Scale(
-        name="paper",
-        description="GPU: the paper's Appendix A (WikiText-103, GPT-2 tokenizer, 8 layers, "
-        "d_model 512, 8 heads, d_ff 1024, dropout 0.1, lr 1e-4, batch 8 x 512, omega of "
-        "eq. 6), 45 epochs",
-        data="hf:Salesforce/wikitext:wikitext-103-raw-v1",
-        tokenizer="gpt2",
-        vocab_size=50257,
-        model=_shape("paper"),
-        # GPT-2 (Base) = GPT-2 small (Radford et al. 2019) at the paper's context of 512.
-        gpt2_model=_shape("gpt2", max_seq_len=512, pos_scheme=None, omega_schedule=None),
-        train=dict(
-            max_steps=50_000,
-            batch_size=8,
-            min_lr_ratio=0.0,
-            eval_every=2500,
-            eval_blocks=200,
-            log_every=50,
-            save_every=2500,
-            keep_last=2,
-            **PAPER_OPTIM,
-        ),
-        text=dict(
-            num_prompts=1000,
-            prompt_tokens=64,
-            max_new_tokens=256,
-            top_p=0.9,
-            temperature=1.0,
-            batch_size=32,
-            evaluator_batch_size=16,
-        ),
-        evaluator="gpt2-large",
-        ppl_batch_size=16,
-        ppl_max_blocks=None,
-        extrapolation=dict(multipliers=(1, 2, 4, 8), max_tokens=65536, batch_size=8, split="val"),
-        flush_denormal=False,
-        epochs=45.0,
-        train_tokens_estimate=WIKITEXT103_GPT2_TRAIN_TOKENS,
-        # The paper fine-tunes on a Python subset of The Stack and on GSM8K / MATH without a
-        # step count; 5000 steps of 8 x 512 tokens (20M tokens) is our choice.
-        finetune=FineTuneSpec(
-            train=dict(
-                _FT_TRAIN,
-                max_steps=5000,
-                batch_size=8,
-                min_lr_ratio=0.0,
-                eval_every=500,
-                save_every=1000,
-                log_every=50,
-            ),
-            code_data="hf:codeparrot/github-code-clean:Python-all",
-            code_text_field="code",
-            code_benchmarks=("humaneval", "mbpp"),
-            code=dict(_FT_CODE, num_samples=100, max_new_tokens=256, batch_size=50),
-            math_train=("gsm8k", "math"),
-            math_benchmarks=("gsm8k", "math"),
-            math=dict(max_new_tokens=256, batch_size=16),
-        ),
-    ),
-}
+def _scales() -> dict[str, Scale]:
+    configs = lab_configs("scales.toml", "scale")
+    return {n: _scale(n, configs[n], configs.descriptions[n]) for n in configs.names()}
+
+
+#: The scales of ``reproduce --scale``, read from ``complexformer_lab/configs/scales.toml``
+#: (``tiny`` and ``small`` for CPUs, ``paper`` the paper's Appendix A).
+SCALES: dict[str, Scale] = _scales()
+
+
+def describe_scales() -> str:
+    """The scales and what each is, one per line (for ``--help``)."""
+    return lab_configs("scales.toml", "scale").describe()
 
 
 def get_scale(name: str, **train_overrides: Any) -> Scale:

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from complexformer.cli import main
 from complexformer.models import ComplexFormerLM
 from complexformer.models.config import GPTConfig, preset_fields
 from complexformer.storage import SymlinkRefusedError
+from complexformer_lab.reproduce.budget import WIKITEXT103_GPT2_TRAIN_TOKENS
 from complexformer_lab.reproduce.ladder import (
     LADDER_VARIANTS,
     LADDERS,
@@ -345,3 +347,23 @@ def test_a_corpus_given_with_data_is_reported_and_links_are_not_followed(
     report = json.loads((out / "ladder.json").read_text())
     assert list(report["corpora"]) == [repro_corpus_spec]
     assert "## " + repro_corpus_spec in (out / "ladder.md").read_text()
+
+
+def test_the_ladders_equal_those_the_code_held_before_key_order_included():
+    """``complexformer_lab/configs/ladders.toml`` read into LADDERS gives the ladders the code
+    held before they became a data file (``data/scales_before.json``)."""
+    before = json.loads((Path(__file__).parent / "data" / "scales_before.json").read_text())
+    now = {name: ladder.to_dict() for name, ladder in LADDERS.items()}
+    assert json.dumps(now, indent=1) == json.dumps(before["ladders"], indent=1)
+
+
+def test_each_ladder_starts_from_its_scale():
+    tiny, paper = SCALES["tiny"], SCALES["paper"]
+    assert TINY.reference_steps == tiny.train["max_steps"]
+    assert TINY.train == {
+        k: v for k, v in tiny.train.items() if k not in ("max_steps", "eval_every", "save_every")
+    }
+    assert LADDERS["paper"].corpora == (paper.data,)
+    assert LADDERS["paper"].reference_steps == math.ceil(
+        WIKITEXT103_GPT2_TRAIN_TOKENS / (paper.train["batch_size"] * paper.model["max_seq_len"])
+    )
