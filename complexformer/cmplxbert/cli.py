@@ -20,6 +20,7 @@ from ..cli.options import (
     add_threads,
     add_verify,
     build_configs,
+    config_choice,
 )
 from ..training import TrainConfig
 from .config import (
@@ -107,7 +108,7 @@ def complexify_configs(
     kw = build_configs(
         args,
         dict([LORA_CONFIG, MODEL_CONFIG, ("train", TrainConfig)]),
-        defaults=recipe_defaults(args.recipe, "mlm", "train"),
+        defaults=recipe_defaults(config_choice(args, "recipe", "library"), "mlm", "train"),
         exclude=("base", "max_len", "base_lr_ratio"),
     )
     regex_target_modules(kw["lora"])
@@ -146,7 +147,7 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
     kw = build_configs(
         args,
         dict([("finetune", FinetuneConfig), LORA_CONFIG, MODEL_CONFIG]),
-        defaults=recipe_defaults(args.recipe, "finetune", "finetune"),
+        defaults=recipe_defaults(config_choice(args, "recipe", "library"), "finetune", "finetune"),
         exclude=("model", "base", "out"),
     )
     regex_target_modules(kw["lora"])
@@ -185,7 +186,7 @@ def add_recipe_option(p: argparse.ArgumentParser) -> None:
     """``--recipe``: the defaults (library or paper) of every option left unset."""
     p.add_argument(
         "--recipe",
-        default="library",
+        default=None,
         choices=RECIPES,
         help="defaults of every option left unset: the library's, or every choice the paper "
         "states (full whitening, single-linear heads, modulus scores and heads, the zero "
@@ -349,7 +350,7 @@ def _add_complexify(sub, fmt) -> None:
     c.add_argument("--bf16", action="store_true", default=None, help="bf16 autocast")
     add_shard(c)
     add_run_dir(c)
-    add_set(c, (ComplexLoRAConfig, CmplxBertConfig, TrainConfig))
+    add_set(c, (ComplexLoRAConfig, CmplxBertConfig, TrainConfig), choices=("recipe",))
     c.set_defaults(func=cmd_complexify)
 
 

@@ -19,6 +19,7 @@ from complexformer.cli.options import (
     add_threads,
     add_verify,
     build_configs,
+    config_choice,
 )
 from complexformer.cmplxbert.cli import (
     LORA_CONFIG,
@@ -80,8 +81,9 @@ def cmd_start(args: argparse.Namespace) -> int:
 def cmd_study(args: argparse.Namespace) -> int:
     from .study import run_study
 
-    r = recipe_configs(args.recipe)
-    defaults = recipe_defaults(args.recipe, "mlm", "study")
+    recipe = config_choice(args, "recipe", "library")
+    r = recipe_configs(recipe)
+    defaults = recipe_defaults(recipe, "mlm", "study")
     mlm = defaults["study"]
     defaults["study"] = {
         **{k: mlm[k] for k in ("lr", "warmup_frac", "batch_size")},
@@ -225,7 +227,7 @@ def _add_finetune(sub, fmt) -> None:
         "tokenizer, labels), which cbert-predict, info and the transformers classes read",
     )
     f.add_argument("--json", action="store_true", help="also print the summary as JSON")
-    add_set(f, (FinetuneConfig, ComplexLoRAConfig, CmplxBertConfig))
+    add_set(f, (FinetuneConfig, ComplexLoRAConfig, CmplxBertConfig), choices=("recipe",))
     f.set_defaults(func=cmd_finetune)
 
 
@@ -296,7 +298,7 @@ def _add_study(sub, fmt) -> None:
     st.add_argument("--bf16", action="store_true", default=None, help="bf16 autocast (MLM)")
     add_device(st, default=None)
     add_threads(st, dest="num_threads")
-    add_set(st, (StudyConfig, ComplexLoRAConfig, CmplxBertConfig))
+    add_set(st, (StudyConfig, ComplexLoRAConfig, CmplxBertConfig), choices=("recipe",))
     st.set_defaults(func=cmd_study)
 
 
