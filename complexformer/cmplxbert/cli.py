@@ -13,6 +13,7 @@ from typing import Any
 from ..cli.options import (
     add_base,
     add_device,
+    add_fields,
     add_model,
     add_run_dir,
     add_set,
@@ -347,7 +348,7 @@ def _add_complexify(sub, fmt) -> None:
     c.add_argument("--seed", type=int, default=None, help="seed of new weights, data and masks")
     add_device(c, default=None)
     add_threads(c, dest="num_threads")
-    c.add_argument("--bf16", action="store_true", default=None, help="bf16 autocast")
+    add_fields(c, TrainConfig, "bf16")
     add_shard(c)
     add_run_dir(c)
     add_set(c, (ComplexLoRAConfig, CmplxBertConfig, TrainConfig), choices=("recipe",))

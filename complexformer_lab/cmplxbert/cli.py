@@ -12,6 +12,7 @@ from pathlib import Path
 from complexformer.cli.options import (
     add_base,
     add_device,
+    add_json,
     add_model,
     add_seeds,
     add_set,
@@ -226,7 +227,7 @@ def _add_finetune(sub, fmt) -> None:
         "directory in OUT/train/<kind>-seed<s>/model (adapters, complex biases, norms, head, "
         "tokenizer, labels), which cbert-predict, info and the transformers classes read",
     )
-    f.add_argument("--json", action="store_true", help="also print the summary as JSON")
+    add_json(f, "also print the summary as JSON")
     add_set(f, (FinetuneConfig, ComplexLoRAConfig, CmplxBertConfig), choices=("recipe",))
     f.set_defaults(func=cmd_finetune)
 
