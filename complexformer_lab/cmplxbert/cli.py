@@ -40,7 +40,7 @@ from complexformer.cmplxbert.labelled import TASK_TYPES
 
 from .study import StudyConfig
 
-__all__ = ["add_lab_cbert_parsers"]
+__all__ = ["add_lab_cbert_parsers", "study_config"]
 
 _EPILOG_FINETUNE = """\
 examples:
@@ -79,9 +79,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_study(args: argparse.Namespace) -> int:
-    from .study import run_study
-
+def study_config(args: argparse.Namespace) -> StudyConfig:
+    """The :class:`StudyConfig` of ``cbert-study``'s options: the recipe's values (its MLM
+    stage, and its fine-tuning rates for the ``ft_`` fields), the options given, ``--set``."""
     recipe = config_choice(args, "recipe", "library")
     r = recipe_configs(recipe)
     defaults = recipe_defaults(recipe, "mlm", "study")
@@ -99,12 +99,17 @@ def cmd_study(args: argparse.Namespace) -> int:
         exclude=("out",),
     )
     regex_target_modules(kw["lora"])
-    cfg = StudyConfig(
+    return StudyConfig(
         **{k: v for k, v in kw["study"].items() if k not in ("lora", "model")},
         lora=ComplexLoRAConfig(**kw["lora"]),
         model=CmplxBertConfig(**kw["model"]),
     )
-    run_study(cfg, args.out)
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    from .study import run_study
+
+    run_study(study_config(args), args.out)
     print()
     print(Path(args.out, "study.md").read_text(encoding="utf-8"))
     print(f"plot: {Path(args.out, 'study.png')}")

@@ -1,4 +1,6 @@
-"""cbert-complexify builds, from fixed command lines, the configs the earlier code built."""
+"""cbert-complexify and cbert-predict build, from fixed command lines, the configs and the
+options the earlier code built (recorded in cli_golden.json before the options were declared
+from the config fields)."""
 
 import json
 import shlex
@@ -9,13 +11,21 @@ import pytest
 from complexformer.cli import build_parser
 from complexformer.cmplxbert.cli import complexify_configs
 
-GOLDEN = json.loads((Path(__file__).parent / "cli_golden.json").read_text())["cbert-complexify"]
+GOLDEN = json.loads((Path(__file__).parent / "cli_golden.json").read_text())
+CASES = [(command, line) for command in sorted(GOLDEN) for line in sorted(GOLDEN[command])]
 
 
-@pytest.mark.parametrize("line", sorted(GOLDEN))
-def test_complexify_configs_match_recorded(line):
-    args = build_parser().parse_args(["cbert-complexify", *shlex.split(line)])
-    assert [c.to_dict() for c in complexify_configs(args)] == GOLDEN[line]
+def _plain(value):
+    return json.loads(json.dumps(value, default=list))
+
+
+@pytest.mark.parametrize(("command", "line"), CASES)
+def test_command_line_builds_the_recorded_configs(command, line):
+    args = build_parser().parse_args([command, *shlex.split(line)])
+    want = GOLDEN[command][line]
+    assert _plain({k: getattr(args, k) for k in want["args"]}) == want["args"]
+    if command == "cbert-complexify":
+        assert _plain([c.to_dict() for c in complexify_configs(args)]) == want["configs"]
 
 
 def test_config_file_names_the_recipe(tmp_path):
