@@ -32,6 +32,7 @@ else:  # pragma: no cover - Python 3.10
 __all__ = [
     "ConfigBase",
     "NamedConfigs",
+    "field_defaults",
     "field_docs",
     "named_configs",
     "parse_overrides",
@@ -166,20 +167,32 @@ _SECTION = re.compile(r"^(\s*)(Attributes|Args):\s*$")
 _ENTRY = re.compile(r"^(\w+)(?:\s*\([^)]*\))?:\s*(.*)$")
 
 
+def field_defaults(cls: type) -> dict[str, Any]:
+    """Each field's default value of a dataclass (``dataclasses.MISSING`` where it has none;
+    a ``default_factory`` is called)."""
+    return {
+        f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        for f in dataclasses.fields(cls)
+    }
+
+
 def field_docs(cls: type) -> dict[str, str]:
     """Each field's text in the ``Attributes:`` (or, for a dataclass whose fields are its
-    arguments, ``Args:``) section of a Google-style class docstring.
+    arguments, ``Args:``) section of a Google-style class docstring; for a function, each
+    parameter's text in its ``Args:`` section.
 
     The classes of the method resolution order are read from the base up, so a subclass's
     entry wins. Inline markup (````x````, ``:class:`x``` and the like) becomes plain text.
 
     Args:
-        cls: a class whose docstring lists its fields under ``Attributes:``.
+        cls: a class whose docstring lists its fields under ``Attributes:``, or a function.
 
     Returns:
         field name -> its text on one line (fields without an entry are absent).
     """
     out: dict[str, str] = {}
+    if not isinstance(cls, type):  # a function: its own Args: section
+        return _attribute_entries(inspect.cleandoc(cls.__doc__ or "").splitlines())
     for klass in reversed(cls.__mro__):
         doc = inspect.cleandoc(klass.__dict__.get("__doc__") or "")
         out.update(_attribute_entries(doc.splitlines()))

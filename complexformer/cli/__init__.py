@@ -30,6 +30,7 @@ from .options import (
     add_sampling,
     add_set,
     add_shard,
+    add_shared,
     add_threads,
     add_verify,
     build_configs,
@@ -334,11 +335,11 @@ def _add_generate_parser(sub) -> None:
         "of its corpus)",
     )
     src.add_argument("--prompt-file", help="file whose content is the prompt")
-    g.add_argument("--max-new-tokens", type=int, default=200, help="tokens to add (default 200)")
+    add_shared(g, "max_new_tokens", 200)
     add_sampling(g)
     g.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0: all)")
-    g.add_argument("--seed", type=int, default=None, help="seed for reproducible samples")
-    g.add_argument("--num-samples", type=int, default=1, help="number of samples (default 1)")
+    add_shared(g, "seed", help="seed of sampling, for reproducible samples (sample i: seed + i)")
+    add_shared(g, "num_samples", 1)
     g.add_argument(
         "--no-cache",
         action="store_true",

@@ -14,14 +14,23 @@ The module lives beside the command (:mod:`complexformer.cli`) on a low layer of
 from __future__ import annotations
 
 import argparse
+import inspect
 import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
-from ..config import ConfigBase, field_docs, parse_overrides, read_toml, unknown_key_error
+from ..config import (
+    ConfigBase,
+    field_defaults,
+    field_docs,
+    parse_overrides,
+    read_toml,
+    unknown_key_error,
+)
 
 __all__ = [
+    "FIELD_FLAGS",
     "VOCABULARY",
     "add_base",
     "add_device",
@@ -29,7 +38,10 @@ __all__ = [
     "add_json",
     "add_out",
     "add_overwrite",
+    "SHARED",
     "add_prompt",
+    "add_shared",
+    "shared_option",
     "add_sampling",
     "add_model",
     "add_run_dir",
@@ -300,22 +312,68 @@ def add_json(p: argparse.ArgumentParser, help: str = "print JSON") -> None:
     p.add_argument("--json", action="store_true", help=help)
 
 
+#: Options several commands read with one meaning, declared once: the flag, the type and
+#: what the option is; each command adds its default and, where it says more, its own help
+#: (:func:`shared_option`).
+SHARED: dict[str, dict[str, Any]] = {
+    "prompt": {"flag": "--prompt", "metavar": "TEXT", "help": "the text a sample continues"},
+    "max_new_tokens": {
+        "flag": "--max-new-tokens",
+        "type": int,
+        "metavar": "N",
+        "help": "new tokens per sample",
+    },
+    "temperature": {
+        "flag": "--temperature",
+        "type": float,
+        "metavar": "T",
+        "help": "softmax temperature, >= 0; 0 is greedy",
+    },
+    "top_p": {
+        "flag": "--top-p",
+        "type": float,
+        "metavar": "P",
+        "help": "nucleus sampling mass in (0, 1]",
+    },
+    "num_samples": {
+        "flag": "--num-samples",
+        "type": int,
+        "metavar": "N",
+        "help": "samples per prompt",
+    },
+    "seed": {"flag": "--seed", "type": int, "metavar": "N", "help": "seed of sampling"},
+}
+
+
+def shared_option(name: str, *, help: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The flag and the ``add_argument`` settings (without a default) of the shared option
+    ``name`` (a key of :data:`SHARED`); ``help`` replaces its general help."""
+    settings = dict(SHARED[name])
+    flag = settings.pop("flag")
+    if help is not None:
+        settings["help"] = help
+    return flag, settings
+
+
+def add_shared(
+    p: argparse.ArgumentParser | Any, name: str, default: Any = None, *, help: str | None = None
+) -> None:
+    """Add the shared option ``name`` (:data:`SHARED`) with ``default``, stated in its help."""
+    flag, settings = shared_option(name, help=help)
+    if default is not None:
+        settings["help"] += f" (default {default})"
+    p.add_argument(flag, dest=name, default=default, **settings)
+
+
 def add_prompt(p: argparse.ArgumentParser | Any, help: str) -> None:
     """``--prompt``: the text a sample continues (``p`` may be a mutually exclusive group)."""
-    p.add_argument("--prompt", default=None, help=help)
+    add_shared(p, "prompt", help=help)
 
 
 def add_sampling(p: argparse.ArgumentParser) -> None:
     """``--temperature`` and ``--top-p`` of sampling from a language model."""
-    p.add_argument(
-        "--temperature",
-        type=float,
-        default=0.8,
-        help="softmax temperature, >= 0; 0 is greedy (default 0.8)",
-    )
-    p.add_argument(
-        "--top-p", type=float, default=0.95, help="nucleus sampling mass in (0, 1] (default 0.95)"
-    )
+    add_shared(p, "temperature", 0.8)
+    add_shared(p, "top_p", 0.95)
 
 
 def add_set(
@@ -362,32 +420,51 @@ def add_set(
 
 
 # ---------------------------------------------------------------------- config fields
+#: Fields whose flag is not their name with dashes, wherever they get an option: one name
+#: per meaning (:data:`VOCABULARY`), whatever the field is called in its config.
+FIELD_FLAGS: dict[str, str] = {
+    "max_seq_len": "--seq-len",
+    "max_len": "--seq-len",
+    "ft_max_len": "--ft-seq-len",
+    "r": "--rank",
+    "lora_r": "--rank",
+    "num_threads": "--threads",
+}
+
+
 def add_fields(
-    p: argparse.ArgumentParser,
-    cls: type,
+    p: argparse.ArgumentParser | Any,
+    cls: Callable[..., Any],
     *names: str,
     flags: dict[str, str] | None = None,
     defaults: dict[str, Any] | None = None,
     choices: dict[str, Sequence[Any]] | None = None,
+    required: Iterable[str] = (),
     note: str = "",
 ) -> None:
-    """One option per field of a config dataclass, declared by the field itself.
+    """One option per field of a config dataclass (or parameter of a function or class),
+    declared by the field itself.
 
     The flag is the field's name with dashes (``max_steps`` -> ``--max-steps``) unless
-    ``flags`` names another; the type is the field's (``X | None`` reads X; a bool field is a
-    switch that sets True; a list field takes one or more values); the help is the field's
-    entry in the class's ``Attributes:`` (or ``Args:``) section, followed by its default. The
-    option's own default is None, so that only what is given overrides a recipe or a
-    ``--config`` file (:func:`build_configs`).
+    ``flags`` or :data:`FIELD_FLAGS` names another; the type is the field's (``X | None``
+    reads X; a bool field is a switch that sets True, or False where its flag starts with
+    ``--no-``; a list field takes one or more values);
+    the help is the field's entry in the class's ``Attributes:`` (or ``Args:``) section,
+    followed by its default. The option's own default is None for a config dataclass, so
+    that only what is given overrides a recipe or a ``--config`` file (:func:`build_configs`);
+    for a function's parameter it is the parameter's default.
 
     Args:
-        p: the subcommand's parser.
-        cls: the config dataclass.
+        p: the subcommand's parser (or an argument group).
+        cls: the config dataclass, or the function or class whose parameters the options
+            fill (documented under ``Args:``).
         *names: the fields that get an option.
-        flags: field -> flag, where the flag is not the field's name.
+        flags: field -> flag, where the flag is neither the field's name nor in
+            :data:`FIELD_FLAGS`.
         defaults: field -> the default to state in the help, where it is not the field's
             (a recipe's value, or words such as "the preset's").
         choices: field -> the values argparse accepts.
+        required: the fields that must be given.
         note: text added to every help, after the field's (where the options apply only in
             some cases, such as "(with --base)").
 
@@ -395,26 +472,46 @@ def add_fields(
         KeyError: a name that is not a field of ``cls``, or a field without documentation.
     """
     docs = field_docs(cls)
-    hints = typing.get_type_hints(cls)
-    by_name = {f.name: f for f in fields(cls)}
+    config = is_dataclass(cls)
+    given, hints = _parameters(cls)
     for name in names:
-        if name not in by_name:
-            raise KeyError(f"{cls.__name__} has no field {name!r}")
+        if name not in given:
+            raise KeyError(f"{getattr(cls, '__name__', cls)} has no field {name!r}")
         if name not in docs:
-            raise KeyError(f"{cls.__name__}.{name} has no entry under Attributes:")
-        flag = (flags or {}).get(name, "--" + name.replace("_", "-"))
-        default = (defaults or {}).get(name, by_name[name].default)
+            raise KeyError(f"{getattr(cls, '__name__', cls)}.{name} has no documentation entry")
+        flag = {**FIELD_FLAGS, **(flags or {})}.get(name, "--" + name.replace("_", "-"))
+        default = (defaults or {}).get(name, given[name])
         said = _default_text(default)
         doc = docs[name].rstrip(".") + note
         text = f"{doc}." if said is None else f"{doc}; default {said}"
-        kind, many = _value_type(hints[name])
+        kind, many = _value_type(hints.get(name, str))
         extra: dict[str, Any] = {"choices": choices[name]} if choices and name in choices else {}
+        extra["default"] = None if config or given[name] is MISSING else given[name]
+        if name in required:
+            extra["required"] = True
         if many:
             extra.update(nargs="+", metavar=name.upper().rstrip("S") or None)
         if kind is bool:
-            p.add_argument(flag, dest=name, action="store_true", default=None, help=text)
+            off = flag.startswith("--no-")  # a switch that turns a true default off
+            text = f"turn {name} off ({doc}); default {said}" if off else text
+            action = "store_false" if off else "store_true"
+            p.add_argument(flag, dest=name, action=action, help=text, **extra)
         else:
-            p.add_argument(flag, dest=name, type=kind, default=None, help=text, **extra)
+            p.add_argument(flag, dest=name, type=kind, help=text, **extra)
+
+
+def _parameters(target: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The defaults (MISSING where none) and type hints of a dataclass's fields or of a
+    function's (or class's) parameters."""
+    if is_dataclass(target):
+        return field_defaults(target), typing.get_type_hints(target)
+    signature = inspect.signature(target)
+    defaults = {
+        k: MISSING if v.default is inspect.Parameter.empty else v.default
+        for k, v in signature.parameters.items()
+    }
+    function = target.__init__ if isinstance(target, type) else target
+    return defaults, typing.get_type_hints(function)
 
 
 def _value_type(hint: Any) -> tuple[type, bool]:

@@ -15,6 +15,7 @@ from ..cli.options import (
     add_device,
     add_fields,
     add_model,
+    add_out,
     add_run_dir,
     add_set,
     add_shard,
@@ -23,6 +24,7 @@ from ..cli.options import (
     build_configs,
     config_choice,
 )
+from ..config import field_defaults
 from ..training import TrainConfig
 from .config import (
     ACTIVATIONS,
@@ -37,17 +39,24 @@ from .config import (
     ComplexLoRAConfig,
     recipe_configs,
 )
-from .finetune import FinetuneConfig
+from .finetune import MODEL_KINDS, FinetuneConfig
+from .labelled import TASK_TYPES
+from .mlm import MLMTask
+from .modeling import POOLINGS
+from .predict import predict_file
 
 __all__ = [
+    "CHOICES",
     "LORA_CONFIG",
+    "LORA_FLAGS",
     "MODEL_CONFIG",
     "add_cbert_parsers",
     "add_lora_options",
     "add_model_options",
     "add_optim",
     "add_recipe_option",
-    "add_seq_len",
+    "recipe_texts",
+    "recipe_values",
     "complexify_configs",
     "finetune_config",
     "recipe_defaults",
@@ -122,15 +131,14 @@ def complexify_configs(
 
 def cmd_complexify(args: argparse.Namespace) -> int:
     from ..training import train_task
-    from .mlm import MLMTask
 
     lora, model_config, tc = complexify_configs(args)
     task = MLMTask(
         args.base,
         lora,
         model_config,
-        max_len=args.max_len or 128,
-        base_lr_ratio=args.base_lr_ratio or 1.0,
+        max_len=args.max_len,
+        base_lr_ratio=args.base_lr_ratio,
     )
     summary = train_task(task, tc, resume=args.resume, overwrite=args.overwrite)
     print(
@@ -161,7 +169,6 @@ def finetune_config(args: argparse.Namespace) -> FinetuneConfig:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from ..runtime import cpu_settings
-    from .predict import predict_file
 
     device = args.device
     if device == "auto":
@@ -183,6 +190,54 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------- options
+#: The adapters' fields whose flags name the adapters (``dropout`` -> ``--lora-dropout``).
+LORA_FLAGS = {"dropout": "--lora-dropout", "init": "--lora-init"}
+#: The values argparse accepts for the adapters' and the complex model's choices.
+CHOICES = {
+    "init": INITS,
+    "attention_score": ATTENTION_SCORES,
+    "head_output": HEAD_OUTPUTS,
+    "whiten": WHITEN_CHOICES,
+    "heads": HEADS,
+    "start": STARTS,
+    "activation": ACTIVATIONS,
+    "pooling": ("auto", *POOLINGS),
+    "task_type": TASK_TYPES,
+    "models": MODEL_KINDS,
+}
+
+
+def recipe_values(stage: str, cls: type) -> dict[str, dict[str, Any]]:
+    """Each recipe's value of every field of the adapters, the model and ``cls``, the config
+    of ``stage`` (``"mlm"`` or ``"finetune"``): the recipe's own, else ``cls``'s default."""
+    out = {}
+    for name in RECIPES:
+        r = recipe_configs(name)
+        out[name] = {**r["lora"].to_dict(), **r["model"].to_dict(), **field_defaults(cls)}
+        out[name].update(r[stage])
+    return out
+
+
+def recipe_texts(values: dict[str, dict[str, Any]], *names: str) -> dict[str, str]:
+    """The default each of ``names`` has, as the help states it: the library recipe's value,
+    and the paper recipe's where it differs (fields None in both are left out)."""
+
+    def said(value: Any) -> str:
+        if isinstance(value, bool):
+            return str(value).lower()
+        return " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+    out = {}
+    for name in names:
+        library, paper = values["library"][name], values["paper"][name]
+        if library is None and paper is None:
+            continue
+        out[name] = said(library)
+        if library != paper:
+            out[name] += f", paper recipe {said(paper)}"
+    return out
+
+
 def add_recipe_option(p: argparse.ArgumentParser) -> None:
     """``--recipe``: the defaults (library or paper) of every option left unset."""
     p.add_argument(
@@ -196,116 +251,33 @@ def add_recipe_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_lora_options(p: argparse.ArgumentParser, when: str = "") -> None:
-    """The complex adapters' options (None: from the recipe); ``when`` ends the rank's help."""
-    p.add_argument(
-        "--rank", dest="r", type=int, default=None, help=f"complex LoRA rank r{when} (default 8)"
-    )
-    p.add_argument(
-        "--alpha",
-        type=float,
-        default=None,
-        help="LoRA scale numerator, scale = alpha/r (default r: scale 1, the paper)",
-    )
-    p.add_argument(
-        "--lora-dropout",
-        dest="dropout",
-        type=float,
-        default=None,
-        help="dropout on the adapters' input (default 0)",
-    )
-    p.add_argument(
-        "--lora-init",
-        dest="init",
-        default=None,
-        choices=INITS,
-        help="which factor of the linears' adapters starts at zero: zero_a (the output side, "
-        "default) or zero_b (the input side, paper recipe)",
-    )
-    p.add_argument(
-        "--target-modules",
-        nargs="+",
-        default=None,
-        metavar="NAME",
-        help="module-name suffixes to adapt, or one regular expression (default: "
-        "embeddings, every encoder linear, pooler and heads)",
-    )
+def add_lora_options(
+    p: argparse.ArgumentParser, values: dict[str, dict[str, Any]], note: str = ""
+) -> None:
+    """The complex adapters' options (None: from the recipe, whose ``values`` the help
+    states); ``note`` ends each help."""
+    names = ("r", "alpha", "dropout", "init", "target_modules")
+    defaults = recipe_texts(values, *names)
+    defaults["target_modules"] = "the embeddings, every encoder linear, the pooler and heads"
+    add_fields(p, ComplexLoRAConfig, *names, flags=LORA_FLAGS, defaults=defaults,
+               choices=CHOICES, note=note)  # fmt: skip
 
 
-def add_model_options(p: argparse.ArgumentParser, when: str = "") -> None:
-    """The complex model's choices (None: from the recipe)."""
-    p.add_argument(
-        "--attention-score",
-        default=None,
-        choices=ATTENTION_SCORES,
-        help=f"softmax(|QK^H|/sqrt(d)) (the paper) or softmax(Re(QK^H)/sqrt(d)){when} "
-        "(default modulus)",
-    )
-    p.add_argument(
-        "--head-output",
-        default=None,
-        choices=HEAD_OUTPUTS,
-        help=f"complex head output to real logits by modulus (the paper) or real part{when} "
-        "(default modulus)",
-    )
-    p.add_argument(
-        "--whiten",
-        default=None,
-        choices=WHITEN_CHOICES,
-        help=f"complex LayerNorm whitening{when} (default scalar, paper recipe full)",
-    )
-    p.add_argument(
-        "--heads",
-        default=None,
-        choices=HEADS,
-        help=f"heads{when}: BERT's blocks (MLM transform, pooler) or one adapted linear each "
-        "(default bert, paper recipe linear)",
-    )
-    p.add_argument(
-        "--start",
-        default=None,
-        choices=STARTS,
-        help=f"initial complex biases{when}: keep (modulus scores and heads start as the real "
-        "model's: imaginary query/key offsets, real head offsets) or paper (all zero; the "
-        "modulus then forgets the pre-trained attention); default keep, paper recipe paper",
-    )
-    p.add_argument(
-        "--activation",
-        default=None,
-        choices=ACTIVATIONS,
-        help=f"the GELU on complex values{when}: gated, z * Phi(Re z) (default) or split, "
-        "GELU(Re) + j GELU(Im) (the paper recipe)",
-    )
-    p.add_argument(
-        "--start-offset",
-        type=float,
-        default=None,
-        help="C of --start keep: every attention logit is shifted by C, a^2 = C*sqrt(d) "
-        "(default 8)",
-    )
+def add_model_options(
+    p: argparse.ArgumentParser, values: dict[str, dict[str, Any]], note: str = ""
+) -> None:
+    """The complex model's choices (None: from the recipe, whose ``values`` the help states)."""
+    names = ("attention_score", "head_output", "whiten", "heads", "start", "activation",
+             "start_offset")  # fmt: skip
+    add_fields(p, CmplxBertConfig, *names, defaults=recipe_texts(values, *names),
+               choices=CHOICES, note=note)  # fmt: skip
 
 
-def add_seq_len(p: argparse.ArgumentParser, help: str) -> None:
-    """``--seq-len`` (destination ``max_len``) with ``help``."""
-    p.add_argument("--seq-len", dest="max_len", type=int, default=None, help=help)
-
-
-def add_optim(p: argparse.ArgumentParser, what: str = "") -> None:
-    """The optimizer's options: updates (``what`` names them), batch, accumulation, learning
-    rate, warm-up and weight decay."""
-    p.add_argument("--max-steps", type=int, default=None, help=f"{what}updates (default 1000)")
-    p.add_argument(
-        "--batch-size", type=int, default=None, help="global batch (default 32, paper 512)"
-    )
-    p.add_argument("--grad-accum", type=int, default=None, help="micro-batches per update (1)")
-    p.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-4)")
-    p.add_argument(
-        "--warmup-frac",
-        type=float,
-        default=None,
-        help="share of updates in linear warm-up (default 0.1, paper 0.01), then linear decay",
-    )
-    p.add_argument("--weight-decay", type=float, default=None, help="AdamW weight decay (0.01)")
+def add_optim(p: argparse.ArgumentParser, cls: type, values: dict[str, dict[str, Any]]) -> None:
+    """The optimizer's fields of ``cls``: updates, batch, accumulation, learning rate,
+    warm-up and weight decay (None: from the recipe, whose ``values`` the help states)."""
+    names = ("max_steps", "batch_size", "grad_accum", "lr", "warmup_frac", "weight_decay")
+    add_fields(p, cls, *names, defaults=recipe_texts(values, *names))
 
 
 def _add_complexify(sub, fmt) -> None:
@@ -319,33 +291,17 @@ def _add_complexify(sub, fmt) -> None:
         epilog=_EPILOG_COMPLEXIFY,
         formatter_class=fmt,
     )
+    values = recipe_values("mlm", TrainConfig)
     add_base(c, "Hugging Face BERT: hub name, local directory, or 'minilm'", required=True)
-    c.add_argument(
-        "--data",
-        required=True,
-        help="pre-training corpus: stdlib, text:GLOB (txt/jsonl), hf:NAME[:CONFIG] or "
-        "prepared:DIR (a folder of 'complexformer prepare', best with --tokenizer BASE)",
-    )
-    c.add_argument(
-        "--out", dest="out_dir", required=True, help="run directory (final model in OUT/model)"
-    )
+    add_fields(c, TrainConfig, "data", required=("data",))
+    add_out(c, "run directory (final model in OUT/model)", dest="out_dir")
     add_recipe_option(c)
-    add_lora_options(c)
-    add_model_options(c)
-    add_optim(c)
-    add_seq_len(c, "tokens per sequence, [CLS]/[SEP] included (default 128)")
-    c.add_argument(
-        "--base-lr-ratio",
-        type=float,
-        default=None,
-        help="everything but a new MLM head's weights trains at lr times this (default 1)",
-    )
-    c.add_argument("--text-field", default=None, help="JSONL field / dataset column of text")
-    c.add_argument("--eval-every", type=int, default=None, help="validate every N steps (200)")
-    c.add_argument("--eval-blocks", type=int, default=None, help="validation blocks (cap, 100)")
-    c.add_argument("--log-every", type=int, default=None, help="metrics row every N steps (10)")
-    c.add_argument("--save-every", type=int, default=None, help="checkpoint every N steps (200)")
-    c.add_argument("--seed", type=int, default=None, help="seed of new weights, data and masks")
+    add_lora_options(c, values)
+    add_model_options(c, values)
+    add_optim(c, TrainConfig, values)
+    add_fields(c, MLMTask, "max_len", "base_lr_ratio")
+    names = ("text_field", "eval_every", "eval_blocks", "log_every", "save_every", "seed")
+    add_fields(c, TrainConfig, *names, defaults=recipe_texts(values, *names))
     add_device(c, default=None)
     add_threads(c, dest="num_threads")
     add_fields(c, TrainConfig, "bf16")
@@ -371,7 +327,7 @@ def _add_predict(sub, fmt) -> None:
     p.add_argument(
         "--output", required=True, metavar="JSONL", help="where to write the predictions"
     )
-    p.add_argument("--batch-size", type=int, default=32, help="records per forward (32)")
+    add_fields(p, predict_file, "batch_size")
     add_device(p, default="cpu")
     add_threads(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")

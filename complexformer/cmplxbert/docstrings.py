@@ -56,6 +56,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from complexformer.cli.options import add_out
 from complexformer.data.files import list_stdlib_files
 from complexformer.data.splits import check_fractions
 from complexformer.storage import atomic_write
@@ -443,11 +444,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m complexformer.cmplxbert.docstrings",
         description="Build the stdlib docstring -> module classification dataset (offline).",
     )
-    p.add_argument(
-        "--out",
+    add_out(
+        p,
+        "output directory for the jsonl files and labels.json; omit to only print the statistics",
+        required=False,
         default=None,
-        help="output directory for the jsonl files and "
-        "labels.json; omit to only print the statistics",
     )
     p.add_argument(
         "--n-classes",

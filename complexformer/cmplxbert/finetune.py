@@ -84,7 +84,8 @@ class FinetuneConfig(ConfigBase):
             the first sub-word of each word is scored); see
             :mod:`complexformer.cmplxbert.labelled`. None: the built-in task's own type,
             else ``"sequence"``.
-        models: which of ``cmplxbert``, ``real``, ``real-lora`` to fine-tune.
+        models: which of ``cmplxbert``, ``cmplxbert-paper`` (the CmplxBERT with the paper's
+            zero start, for a plain BERT), ``real`` and ``real-lora`` to fine-tune.
         seeds: one run per seed and model (init of new heads, adapters, data order, dropout).
         epochs: passes over the training split.
         lr: peak learning rate (AdamW) of the new classification head, linear warm-up over

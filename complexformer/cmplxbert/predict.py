@@ -205,6 +205,15 @@ def predict_file(
     """Classify the records of a JSONL file and write them, each with its prediction, as
     JSONL (atomically: the output appears complete or not at all).
 
+    Args:
+        model_dir: a fine-tuned CmplxBERT directory (kept by ``cbert-finetune``).
+        input_path: the records, one JSON object (or string) per line.
+        output_path: where to write the records with their predictions.
+        batch_size: records per forward.
+        device: ``"cpu"`` or ``"cuda"``.
+        verify: check the model directory against its manifest.
+        progress: show a progress bar on stderr.
+
     Returns:
         The number of records written.
     """

@@ -60,6 +60,7 @@ from .suite import (
     model_info,
     option,
     register_suite,
+    shared,
 )
 
 __all__ = [
@@ -575,7 +576,7 @@ class CodeSuite(Suite):
     config_class = CodeSuiteConfig
     options = (
         PROBLEMS,
-        option("--num-samples", type=int, metavar="N", help="samples per problem (100)"),
+        shared("num_samples", help="samples per problem (100)"),
         TEMPERATURE,
         TOP_P,
         MAX_NEW_TOKENS,

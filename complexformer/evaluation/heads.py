@@ -68,7 +68,17 @@ from .heads_report import (
     plot_attention,
     plot_grids,
 )
-from .suite import BATCH_SIZE, DATA, SEED, SPLIT, Suite, data_spec, option, register_suite
+from .suite import (
+    BATCH_SIZE,
+    DATA,
+    SEED,
+    SPLIT,
+    Suite,
+    data_spec,
+    option,
+    register_suite,
+    shared,
+)
 
 __all__ = [
     "STAT_NAMES",
@@ -438,7 +448,7 @@ class HeadsSuite(Suite):
         DATA,
         SPLIT,
         option("--num-blocks", type=int, metavar="N", help="blocks of real data measured (8)"),
-        option("--prompt", metavar="TEXT", help="prompt whose attention maps are drawn"),
+        shared("prompt", help="prompt whose attention maps are drawn"),
         option(
             "--layers",
             nargs="+",

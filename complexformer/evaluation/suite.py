@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from torch import nn
 
+from ..cli.options import shared_option
 from ..config import ConfigBase, unknown_key_error
 from ..lm import load_run
 from ..results import write_report
@@ -48,6 +49,7 @@ __all__ = [
     "get_suite",
     "model_info",
     "register_suite",
+    "shared",
 ]
 
 
@@ -100,6 +102,13 @@ def option(flag: str, field_name: str | None = None, **settings: Any) -> Option:
     return opt.bind(field_name or opt.dest)
 
 
+def shared(name: str, *, help: str | None = None) -> Option:
+    """The :class:`Option` of a command-line option several commands share
+    (:data:`complexformer.cli.options.SHARED`), filling the field ``name``."""
+    flag, settings = shared_option(name, help=help)
+    return Option(flag, name, settings)
+
+
 # Options that several suites read, declared once (a suite lists those it reads).
 DATA = option(
     "--data",
@@ -112,24 +121,12 @@ SPLIT = option(
     help="split of the corpus (default val; text: test)",
 )
 BATCH_SIZE = option("--batch-size", type=int, metavar="N", help="sequences per forward pass")
-SEED = option(
-    "--seed",
-    type=int,
-    metavar="N",
-    help="seed of sampling and of the choices of prompts and blocks (default 0)",
+SEED = shared("seed", help="seed of sampling and of the choices of prompts and blocks (default 0)")
+MAX_NEW_TOKENS = shared("max_new_tokens", help="new tokens per sample (default 256)")
+TEMPERATURE = shared(
+    "temperature", help="sampling temperature, 0 greedy (text 1.0, code 0.8, math 0)"
 )
-MAX_NEW_TOKENS = option(
-    "--max-new-tokens", type=int, metavar="N", help="new tokens per sample (default 256)"
-)
-TEMPERATURE = option(
-    "--temperature",
-    type=float,
-    metavar="T",
-    help="sampling temperature, 0 greedy (text 1.0, code 0.8, math 0)",
-)
-TOP_P = option(
-    "--top-p", type=float, metavar="P", help="nucleus mass (text 0.9, code 0.95, math 1.0)"
-)
+TOP_P = shared("top_p", help="nucleus mass (text 0.9, code 0.95, math 1.0)")
 PROBLEMS = option(
     "--problems",
     metavar="SET",

@@ -8,12 +8,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from complexformer.cli.options import (
     add_base,
     add_device,
+    add_fields,
     add_json,
     add_model,
+    add_out,
     add_seeds,
     add_set,
     add_shard,
@@ -23,24 +26,33 @@ from complexformer.cli.options import (
     config_choice,
 )
 from complexformer.cmplxbert.cli import (
+    CHOICES,
     LORA_CONFIG,
     MODEL_CONFIG,
     add_lora_options,
     add_model_options,
     add_optim,
     add_recipe_option,
-    add_seq_len,
     finetune_config,
     recipe_defaults,
+    recipe_texts,
+    recipe_values,
     regex_target_modules,
 )
-from complexformer.cmplxbert.config import CmplxBertConfig, ComplexLoRAConfig, recipe_configs
+from complexformer.cmplxbert.config import (
+    RECIPES,
+    CmplxBertConfig,
+    ComplexLoRAConfig,
+    recipe_configs,
+)
 from complexformer.cmplxbert.finetune import FinetuneConfig
-from complexformer.cmplxbert.labelled import TASK_TYPES
+from complexformer.config import field_defaults
 
+from .embeddings import embeddings_report
+from .start_report import start_report
 from .study import StudyConfig
 
-__all__ = ["add_lab_cbert_parsers", "study_config"]
+__all__ = ["add_lab_cbert_parsers", "study_config", "study_defaults"]
 
 _EPILOG_FINETUNE = """\
 examples:
@@ -69,29 +81,32 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    from .start_report import start_report
-
     if args.n < 2:
         raise SystemExit(f"cbert-start: --n must be at least 2, got {args.n}")
     start_report(args.base, args.out, n=args.n, max_len=args.max_len,
-                 offset=args.start_offset, threads=args.threads)  # fmt: skip
+                 start_offset=args.start_offset, threads=args.threads)  # fmt: skip
     print(Path(args.out, "start.md").read_text(encoding="utf-8"))
     return 0
 
 
-def study_config(args: argparse.Namespace) -> StudyConfig:
-    """The :class:`StudyConfig` of ``cbert-study``'s options: the recipe's values (its MLM
-    stage, and its fine-tuning rates for the ``ft_`` fields), the options given, ``--set``."""
-    recipe = config_choice(args, "recipe", "library")
+def study_defaults(recipe: str) -> dict[str, Any]:
+    """The :class:`StudyConfig` fields ``recipe`` sets: its MLM stage's rate, warm-up and
+    batch, and its fine-tuning's rates and epochs for the ``ft_`` fields."""
     r = recipe_configs(recipe)
-    defaults = recipe_defaults(recipe, "mlm", "study")
-    mlm = defaults["study"]
-    defaults["study"] = {
-        **{k: mlm[k] for k in ("lr", "warmup_frac", "batch_size")},
+    return {
+        **{k: r["mlm"][k] for k in ("lr", "warmup_frac", "batch_size")},
         "ft_lr": r["finetune"]["lr"],
         "ft_base_lr_ratio": r["finetune"]["base_lr_ratio"],
         "ft_epochs": r["finetune"]["epochs"],
     }
+
+
+def study_config(args: argparse.Namespace) -> StudyConfig:
+    """The :class:`StudyConfig` of ``cbert-study``'s options: the recipe's values
+    (:func:`study_defaults`), the options given, ``--set``."""
+    recipe = config_choice(args, "recipe", "library")
+    defaults = recipe_defaults(recipe, "mlm", "study")
+    defaults["study"] = study_defaults(recipe)
     kw = build_configs(
         args,
         dict([("study", StudyConfig), LORA_CONFIG, MODEL_CONFIG]),
@@ -117,8 +132,6 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze_embeddings(args: argparse.Namespace) -> int:
-    from .embeddings import embeddings_report
-
     p = embeddings_report(args.model, args.out, n=args.n, seed=args.seed, verify=args.verify)
     print(
         f"{p['name']}: imaginary energy share {p['imaginary_energy_share']:.4g} over all "
@@ -143,95 +156,28 @@ def _add_finetune(sub, fmt) -> None:
         epilog=_EPILOG_FINETUNE,
         formatter_class=fmt,
     )
+    values = recipe_values("finetune", FinetuneConfig)
     which = f.add_mutually_exclusive_group(required=True)
-    which.add_argument(
-        "--model", metavar="PATH", help="a CmplxBERT directory (from cbert-complexify)"
-    )
+    add_model(which, "a CmplxBERT directory (from cbert-complexify)", required=False)
     add_verify(f)
-    which.add_argument(
-        "--base",
-        metavar="MODEL",
-        help="a real BERT (hub name, directory, 'minilm') to complexify here, without "
-        "further pre-training",
-    )
-    f.add_argument("--task", default=None, help="data spec (default docstrings)")
-    f.add_argument("--out", default="runs/finetune", help="results folder")
-    f.add_argument(
-        "--models",
-        nargs="+",
-        default=None,
-        choices=("cmplxbert", "cmplxbert-paper", "real", "real-lora"),
-        help="which models (default cmplxbert real real-lora; cmplxbert-paper: the CmplxBERT "
-        "with the paper's zero start, for a --base)",
-    )
+    add_base(which, "a real BERT (hub name, directory, 'minilm') to complexify here, without "
+             "further pre-training")  # fmt: skip
+    add_fields(f, FinetuneConfig, "task")
+    add_out(f, "results folder", required=False, default="runs/finetune")
+    add_fields(f, FinetuneConfig, "models", choices=CHOICES)
     add_seeds(f, (0, 1, 2), "one run per seed and model")
     add_recipe_option(f)
-    f.add_argument("--epochs", type=int, default=None, help="epochs (default 2, the paper)")
-    f.add_argument(
-        "--lr",
-        type=float,
-        default=None,
-        help="peak learning rate of the new head (default 1e-3, paper recipe 1e-4)",
-    )
-    f.add_argument(
-        "--base-lr-ratio",
-        type=float,
-        default=None,
-        help="every other trainable parameter trains at lr times this (default 0.3, paper "
-        "recipe 1: one rate)",
-    )
-    f.add_argument("--batch-size", type=int, default=None, help="examples per update (16)")
-    add_seq_len(f, "tokens per example (truncation; default 128)")
-    f.add_argument("--warmup-frac", type=float, default=None, help="linear warm-up share (0.1)")
-    f.add_argument("--weight-decay", type=float, default=None, help="AdamW weight decay (0.01)")
-    f.add_argument(
-        "--max-train-examples", type=int, default=None, help="train on N random examples"
-    )
-    f.add_argument(
-        "--max-eval-examples", type=int, default=None, help="validate/test on N random examples"
-    )
-    add_lora_options(f, " of a --base")
-    add_model_options(f, " of a --base")
-    f.add_argument(
-        "--pooling",
-        default=None,
-        choices=("auto", "cls", "mean"),
-        help="sentence vector: [CLS] through the pooler, or the mean of the last hidden "
-        "states; auto (default): mean for sentence-transformers bases (MiniLM)",
-    )
-    f.add_argument(
-        "--real-lora-rank",
-        type=int,
-        default=None,
-        help="rank of the real LoRA baseline (default: match the trainable count)",
-    )
-    f.add_argument(
-        "--task-type",
-        default=None,
-        choices=TASK_TYPES,
-        help="sequence: a text and a label; pair: two texts (--text-field, --pair-field) and "
-        "a label; token: words and one tag per word (default sequence; the built-in "
-        "docstring-pairs and code-tags tasks set their own)",
-    )
-    f.add_argument(
-        "--text-field", default=None, help="text column (default text; tokens for token tasks)"
-    )
-    f.add_argument("--pair-field", default=None, help="second text column (text_pair)")
-    f.add_argument(
-        "--label-field", default=None, help="label column (default label; tags for token tasks)"
-    )
+    names = ("epochs", "lr", "base_lr_ratio", "batch_size", "max_len", "warmup_frac",
+             "weight_decay", "max_train_examples", "max_eval_examples")  # fmt: skip
+    add_fields(f, FinetuneConfig, *names, defaults=recipe_texts(values, *names))
+    add_lora_options(f, values, " (with --base)")
+    add_model_options(f, values, " (with --base)")
+    add_fields(f, FinetuneConfig, "pooling", "real_lora_rank", "task_type", "text_field",
+               "pair_field", "label_field", choices=CHOICES)  # fmt: skip
     add_device(f, default=None)
     add_threads(f, dest="num_threads")
     add_shard(f)
-    f.add_argument(
-        "--no-save-models",
-        dest="save_models",
-        action="store_false",
-        default=None,
-        help="keep results only; by default each fine-tuned CmplxBERT is kept as a model "
-        "directory in OUT/train/<kind>-seed<s>/model (adapters, complex biases, norms, head, "
-        "tokenizer, labels), which cbert-predict, info and the transformers classes read",
-    )
+    add_fields(f, FinetuneConfig, "save_models", flags={"save_models": "--no-save-models"})
     add_json(f, "also print the summary as JSON")
     add_set(f, (FinetuneConfig, ComplexLoRAConfig, CmplxBertConfig), choices=("recipe",))
     f.set_defaults(func=cmd_finetune)
@@ -248,73 +194,31 @@ def _add_study(sub, fmt) -> None:
         "repeated command resumes and skips finished runs.",
         formatter_class=fmt,
     )
+    values = {}
+    for recipe in RECIPES:
+        r = recipe_configs(recipe)
+        values[recipe] = {**r["lora"].to_dict(), **r["model"].to_dict(),
+                          **field_defaults(StudyConfig), **study_defaults(recipe)}  # fmt: skip
     add_base(st, "Hugging Face BERT: hub name, local directory, or 'minilm'", required=True)
-    st.add_argument(
-        "--data",
-        default=None,
-        help="MLM corpus: docstrings (the task's training texts), stdlib, text:GLOB or "
-        "hf:NAME[:CONFIG] (default docstrings)",
-    )
-    st.add_argument("--task", default=None, help="fine-tuning task (default docstrings)")
-    st.add_argument("--out", required=True, help="study folder")
+    add_fields(st, StudyConfig, "data", "task")
+    add_out(st, "study folder")
     add_recipe_option(st)
-    add_lora_options(st)
-    add_model_options(st)
-    add_optim(st, "MLM ")
-    st.add_argument("--every", type=int, default=None, help="MLM steps between points (500)")
-    add_seq_len(st, "tokens per sequence (default 128)")
-    st.add_argument(
-        "--base-lr-ratio",
-        type=float,
-        default=None,
-        help="MLM: everything but a new MLM head's weights trains at lr times this (default 1)",
-    )
+    add_lora_options(st, values)
+    add_model_options(st, values)
+    add_optim(st, StudyConfig, values)
+    names = ("every", "max_len", "base_lr_ratio")
+    add_fields(st, StudyConfig, *names, defaults=recipe_texts(values, *names))
     add_seeds(st, (0, 1, 2), "fine-tuning seeds")
-    st.add_argument("--ft-epochs", type=int, default=None, help="fine-tuning epochs (default 2)")
-    st.add_argument(
-        "--ft-lr",
-        type=float,
-        default=None,
-        help="fine-tuning lr of the new head (default 1e-3, paper recipe 1e-4)",
-    )
-    st.add_argument(
-        "--ft-base-lr-ratio",
-        type=float,
-        default=None,
-        help="fine-tuning: lr ratio of everything but the new head (default 0.3, paper 1)",
-    )
-    st.add_argument("--ft-batch-size", type=int, default=None, help="fine-tuning batch (16)")
-    st.add_argument(
-        "--ft-seq-len",
-        dest="ft_max_len",
-        type=int,
-        default=None,
-        help="fine-tuning tokens per example (default --seq-len)",
-    )
-    st.add_argument(
-        "--max-train-examples", type=int, default=None, help="fine-tune on N random examples"
-    )
-    st.add_argument(
-        "--max-eval-examples", type=int, default=None, help="validate/test on N random examples"
-    )
-    st.add_argument(
-        "--pooling", default=None, choices=("auto", "cls", "mean"), help="see cbert-finetune"
-    )
-    st.add_argument("--seed", type=int, default=None, help="seed of the MLM run (0)")
-    st.add_argument("--bf16", action="store_true", default=None, help="bf16 autocast (MLM)")
+    names = ("ft_epochs", "ft_lr", "ft_base_lr_ratio", "ft_batch_size", "ft_max_len",
+             "max_train_examples", "max_eval_examples", "pooling", "seed", "bf16")  # fmt: skip
+    add_fields(st, StudyConfig, *names, defaults=recipe_texts(values, *names), choices=CHOICES)
     add_device(st, default=None)
     add_threads(st, dest="num_threads")
     add_set(st, (StudyConfig, ComplexLoRAConfig, CmplxBertConfig), choices=("recipe",))
     st.set_defaults(func=cmd_study)
 
 
-def add_lab_cbert_parsers(sub) -> None:
-    """Register ``cbert-finetune``, ``cbert-study``, ``cbert-start`` and ``cbert-embeddings``
-    on ``sub``."""
-    fmt = argparse.RawDescriptionHelpFormatter
-    _add_finetune(sub, fmt)
-    _add_study(sub, fmt)
-
+def _add_start(sub, fmt) -> None:
     s0 = sub.add_parser(
         "cbert-start",
         help="CmplxBERT: how far the complexified model starts from the real one",
@@ -326,15 +230,13 @@ def add_lab_cbert_parsers(sub) -> None:
         formatter_class=fmt,
     )
     add_base(s0, "real BERT: hub name, local directory or 'minilm'", default="minilm")
-    s0.add_argument("--n", type=int, default=64, help="sentences (default 64)")
-    add_seq_len(s0, "tokens per sentence (default 64)")
-    s0.add_argument(
-        "--start-offset", type=float, default=8.0, help="C of the keep start (default 8)"
-    )
-    s0.add_argument("--out", required=True, help="output folder")
+    add_fields(s0, start_report, "n", "max_len", "start_offset")
+    add_out(s0, "output folder")
     add_threads(s0)
-    s0.set_defaults(func=cmd_start, max_len=64)
+    s0.set_defaults(func=cmd_start)
 
+
+def _add_embeddings(sub, fmt) -> None:
     a = sub.add_parser(
         "cbert-embeddings",
         help="CmplxBERT: complex word embeddings in the complex plane (Figure 1)",
@@ -345,7 +247,16 @@ def add_lab_cbert_parsers(sub) -> None:
     )
     add_model(a, "CmplxBERT directory (from cbert-complexify)")
     add_verify(a)
-    a.add_argument("--n", type=int, default=2000, help="components to plot (default 2000)")
-    a.add_argument("--seed", type=int, default=0, help="seed of the component sample")
-    a.add_argument("--out", default=None, help="output folder (default: the model directory)")
+    add_fields(a, embeddings_report, "n", "seed")
+    add_out(a, "output folder (default: the model directory)", required=False, default=None)
     a.set_defaults(func=cmd_analyze_embeddings)
+
+
+def add_lab_cbert_parsers(sub) -> None:
+    """Register ``cbert-finetune``, ``cbert-study``, ``cbert-start`` and ``cbert-embeddings``
+    on ``sub``."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    _add_finetune(sub, fmt)
+    _add_study(sub, fmt)
+    _add_start(sub, fmt)
+    _add_embeddings(sub, fmt)

@@ -77,7 +77,15 @@ def embeddings_report(
     """Plot ``n`` components of the CmplxBERT of ``model_dir`` drawn with ``seed`` and write
     ``embeddings.png``, ``embeddings.json`` and ``embeddings.md`` into ``out`` (default: the
     model directory): the share of the energy in the imaginary parts over every component of
-    the word-embedding matrix and over the plotted sample. Returns the JSON payload."""
+    the word-embedding matrix and over the plotted sample. Returns the JSON payload.
+
+    Args:
+        model_dir: a CmplxBERT directory (from ``cbert-complexify``).
+        out: the output folder (None: the model directory).
+        n: components to plot.
+        seed: seed of the component sample.
+        verify: check the model directory against its manifest.
+    """
     model = load_cmplxbert(model_dir, verify=verify)[0]
     sample = embedding_components(model, n=n, seed=seed)
     emb = model.bert.embeddings.word_embeddings

@@ -67,11 +67,21 @@ def compare_starts(
 
 
 def start_report(
-    base: str, out_dir: str | Path, n: int = 64, max_len: int = 64, offset: float = 8.0,
+    base: str, out_dir: str | Path, n: int = 64, max_len: int = 64, start_offset: float = 8.0,
     threads: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Compare the paper's start and the keep start with the real ``base`` on the first
-    ``n`` docstrings of the docstring task's test split; returns the payload written."""
+    ``n`` docstrings of the docstring task's test split; returns the payload written.
+
+    Args:
+        base: the real BERT (hub name, local directory or ``minilm``).
+        out_dir: the folder of start.json, start.md and start.png.
+        n: sentences compared.
+        max_len: tokens per sentence (truncation).
+        start_offset: C of the keep start: every attention logit is shifted by C,
+            a² = C·√d (``CmplxBertConfig.start_offset``).
+        threads: torch CPU threads (None: torch's default).
+    """
     from transformers import AutoTokenizer
 
     texts = [e.text for e in build_docstring_dataset().splits["test"][:n]]
@@ -81,10 +91,10 @@ def start_report(
         enc = tok(texts, truncation=True, max_length=max_len, padding=True, return_tensors="pt")
         configs = {
             "paper start": CmplxBertConfig(start="paper"),
-            "keep start": CmplxBertConfig(start="keep", start_offset=offset),
+            "keep start": CmplxBertConfig(start="keep", start_offset=start_offset),
         }
         res = compare_starts(hf, enc["input_ids"], enc["attention_mask"], configs)
-    payload = {"base": base, "sentences": len(texts), "max_len": max_len, "offset": offset,
+    payload = {"base": base, "sentences": len(texts), "max_len": max_len, "offset": start_offset,
                "layers": res}  # fmt: skip
     write_report(out_dir, "start", payload, _markdown(payload))
     _plot(payload, Path(out_dir) / "start.png")

@@ -55,19 +55,35 @@ class StudyConfig(ConfigBase):
         base: the real BERT (hub name, local directory or ``minilm``).
         data: the MLM corpus: ``docstrings`` (the docstring task's training texts) or a
             corpus spec of ``complexformer train`` (``stdlib``, ``text:GLOB``, ``hf:NAME``).
-        task: the fine-tuning task spec (``docstrings`` by default).
-        lora: the adapters; model: the complex model (e.g. ``CmplxBertConfig.paper()``).
-        max_steps: MLM updates; every: the spacing of the points (steps 0, every, ...).
-        batch_size, grad_accum, max_len, lr, warmup_frac, weight_decay: the MLM run's.
+        task: the fine-tuning task spec (a built-in task, a file, a folder or
+            ``hf:NAME[:CONFIG]``).
+        lora: the adapters (:class:`ComplexLoRAConfig`).
+        model: the complex model (e.g. ``CmplxBertConfig.paper()``).
+        max_steps: the MLM run's optimizer updates.
+        every: MLM updates between the points (steps 0, every, 2·every, ... and max_steps).
+        batch_size: the MLM run's global batch, in sequences.
+        grad_accum: the MLM run's micro-batches per update.
+        max_len: the MLM run's tokens per sequence, [CLS] and [SEP] included.
+        lr: the MLM run's peak learning rate.
         base_lr_ratio: the MLM run's rate of everything but a new head's weights, as a
             fraction of lr (see :class:`~complexformer.cmplxbert.mlm.MLMTask`).
-        seeds: fine-tuning seeds per point; ft_epochs, ft_lr, ft_base_lr_ratio,
-            ft_batch_size: fine-tuning's (see :class:`FinetuneConfig`);
-            ft_max_len: its tokens per example (None: max_len).
-        max_train_examples, max_eval_examples: fixed random subsets for fine-tuning.
-        pooling: fine-tuning's sentence vector (see :class:`FinetuneConfig`).
-        seed: the MLM run's seed; bf16: bf16 autocast in the MLM run.
-        num_threads, device: as for training.
+        warmup_frac: the MLM run's share of updates in linear warm-up.
+        weight_decay: the MLM run's AdamW weight decay.
+        seeds: fine-tuning seeds, one run per seed at every point.
+        ft_epochs: fine-tuning epochs at every point.
+        ft_lr: fine-tuning peak learning rate of the new head.
+        ft_base_lr_ratio: fine-tuning rate of everything but the new head, as a fraction of
+            ft_lr (see :class:`FinetuneConfig`).
+        ft_batch_size: fine-tuning examples per update.
+        ft_max_len: fine-tuning tokens per example (None: max_len).
+        max_train_examples: fine-tune on a fixed random subset of N examples (None: all).
+        max_eval_examples: validate and test on fixed random subsets of N examples.
+        pooling: fine-tuning's sentence vector, cls, mean or auto (see
+            :class:`FinetuneConfig`).
+        seed: the MLM run's seed.
+        bf16: bf16 autocast in the MLM run.
+        num_threads: torch CPU threads (None: torch's default).
+        device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
     """
 
     base: str = "minilm"

@@ -5,6 +5,8 @@ gone, lists are space-separated and ``--seeds`` is always a list."""
 from __future__ import annotations
 
 import argparse
+import ast
+from pathlib import Path
 
 import pytest
 
@@ -180,3 +182,93 @@ def test_evaluate_set_reaches_fields_without_an_option():
     with pytest.raises(ValueError, match="block_lne"):
         suite_overrides(build_parser().parse_args(["evaluate", "--model", "r", "--set",
                                                    "block_lne=3"]), [heads])  # fmt: skip
+
+
+def _flag_literals(tree: ast.AST):
+    """The flags a module writes out: the first argument of ``add_argument`` and of a suite's
+    ``option``, and the flags of ``flags=`` and ``*_FLAGS`` tables of ``add_fields``."""
+    for node in ast.walk(tree):
+        found: list[ast.AST] = []
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+            if name in ("add_argument", "option") and node.args:
+                found.append(node.args[0])
+            for kw in node.keywords:
+                if kw.arg == "flags" and isinstance(kw.value, ast.Dict):
+                    found += kw.value.values
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            if any(isinstance(t, ast.Name) and t.id.endswith("FLAGS") for t in node.targets):
+                found += node.value.values
+        for value in found:
+            if isinstance(value, ast.Constant) and str(value.value).startswith("--"):
+                yield value.value, value.lineno
+
+
+def test_no_flag_is_declared_in_two_places():
+    """Each flag is written out once in the package and the lab: by a config field (through
+    ``add_fields``), by one shared definition in cli/options.py, or by the one command that
+    has it. The shared definitions count once, wherever they are used."""
+    import complexformer
+    import complexformer_lab
+
+    sites: dict[str, set[str]] = {}
+    for package in (complexformer, complexformer_lab):
+        root = Path(package.__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            shared = path.relative_to(root).as_posix() == "cli/options.py"
+            for flag, line in _flag_literals(ast.parse(path.read_text(encoding="utf-8"))):
+                where = "cli/options.py" if shared else f"{path.relative_to(root.parent)}:{line}"
+                sites.setdefault(flag, set()).add(where)
+    assert len(sites) > 40, "the scan found too few flags to be reading the parsers"
+    twice = {flag: sorted(where) for flag, where in sites.items() if len(where) > 1}
+    assert not twice, f"flags declared in more than one place: {twice}"
+
+
+def test_the_scan_finds_a_flag_declared_twice():
+    tree = ast.parse(
+        "p.add_argument('--lr', type=float)\n"
+        "q.add_argument('--lr', type=float)\n"
+        "add_fields(p, C, 'r', flags={'r': '--rank'})\n"
+    )
+    assert sorted(_flag_literals(tree)) == [("--lr", 1), ("--lr", 2), ("--rank", 3)]
+
+
+def _scaled(x: float, factor: float = 2.0, *, verbose: bool = True) -> float:
+    """A documented function whose parameters become options.
+
+    Args:
+        x: the value.
+        factor: what x is multiplied by.
+        verbose: print what is done.
+    """
+    return x * factor
+
+
+def test_add_fields_declares_a_functions_parameters_with_their_defaults():
+    from complexformer.cli.options import add_fields
+
+    p = argparse.ArgumentParser()
+    add_fields(p, _scaled, "x", "factor", required=("x",))
+    add_fields(p, _scaled, "verbose", flags={"verbose": "--no-verbose"})
+    args = p.parse_args(["--x", "3"])
+    assert (args.x, args.factor, args.verbose) == (3.0, 2.0, True)
+    assert p.parse_args(["--x", "1", "--no-verbose", "--factor", "4"]).verbose is False
+    helps = {a.dest: a.help for a in p._actions}
+    assert helps["factor"] == "what x is multiplied by; default 2.0"
+    assert helps["verbose"] == "turn verbose off (print what is done); default true"
+    with pytest.raises(SystemExit):
+        p.parse_args([])  # --x is required
+
+
+def test_add_fields_leaves_a_config_fields_default_to_the_config():
+    from complexformer.cli.options import add_fields
+    from complexformer.cmplxbert.config import ComplexLoRAConfig
+
+    p = argparse.ArgumentParser()
+    add_fields(p, ComplexLoRAConfig, "r", "target_modules")
+    args = p.parse_args([])
+    assert (args.r, args.target_modules) == (None, None)  # the recipe or the config decides
+    help_of = {a.dest: a.help for a in p._actions}
+    assert help_of["r"].endswith("; default 8")
+    assert "word_embeddings" in help_of["target_modules"]  # a default_factory's value is said
+    assert p.parse_args(["--rank", "4", "--target-modules", "query", "value"]).r == 4
