@@ -440,6 +440,7 @@ def add_fields(
     defaults: dict[str, Any] | None = None,
     choices: dict[str, Sequence[Any]] | None = None,
     required: Iterable[str] = (),
+    metavars: dict[str, str] | None = None,
     note: str = "",
 ) -> None:
     """One option per field of a config dataclass (or parameter of a function or class),
@@ -465,6 +466,7 @@ def add_fields(
             (a recipe's value, or words such as "the preset's").
         choices: field -> the values argparse accepts.
         required: the fields that must be given.
+        metavars: field -> the name of its value in the usage line.
         note: text added to every help, after the field's (where the options apply only in
             some cases, such as "(with --base)").
 
@@ -489,8 +491,10 @@ def add_fields(
         extra["default"] = None if config or given[name] is MISSING else given[name]
         if name in required:
             extra["required"] = True
-        if many:
-            extra.update(nargs="+", metavar=name.upper().rstrip("S") or None)
+        if many:  # one or more values; a repeated flag appends
+            extra.update(nargs="+", action="extend", metavar=name.upper().rstrip("S") or None)
+        if (metavars or {}).get(name):
+            extra["metavar"] = metavars[name]
         if kind is bool:
             off = flag.startswith("--no-")  # a switch that turns a true default off
             text = f"turn {name} off ({doc}); default {said}" if off else text

@@ -60,7 +60,8 @@ scales (--scale NAME; complexformer_lab/configs/scales.toml):
 """
 
 #: ReproduceConfig fields whose options are left None when not given (add_fields).
-_FIELDS = ("scale", "data", "evaluator", "bf16", "train_only")
+_FIELDS = ("tables", "scale", "data", "evaluator", "bf16", "train_only", "only",
+           "code_benchmarks", "math_benchmarks")  # fmt: skip
 
 
 def resolved(args: argparse.Namespace) -> argparse.Namespace:
@@ -80,7 +81,7 @@ def resolved(args: argparse.Namespace) -> argparse.Namespace:
 def _command(args: argparse.Namespace, out: str) -> str:
     """The command line that reproduces these tables (printed above them)."""
     parts = ["complexformer", "reproduce"]
-    parts += ["--table", *(args.table or ["1"])]
+    parts += ["--table", *args.tables]
     parts += ["--scale", args.scale, "--seeds", *map(str, args.seeds), "--out", out]
     if args.config is not None:
         parts += ["--config", args.config]
@@ -90,10 +91,10 @@ def _command(args: argparse.Namespace, out: str) -> str:
         value = getattr(args, flag)
         if value is not None:
             parts += [f"--{flag.replace('_', '-')}", str(value)]
-    for flag in ("code_problems", "math_problems"):
-        values = getattr(args, flag, None) or []
+    for flag, values in (("--code-problems", args.code_benchmarks),
+                         ("--math-problems", args.math_benchmarks)):  # fmt: skip
         if values:
-            parts += [f"--{flag.replace('_', '-')}", *map(str, values)]
+            parts += [flag, *map(str, values)]
     if args.device != "auto":
         parts += ["--device", args.device]
     if args.bf16:
@@ -134,7 +135,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
     """``reproduce --table ladder``: the compute ladder of :mod:`.ladder`."""
     from .ladder import LadderConfig, format_ladder_plan, run_ladder
 
-    if len(args.table) > 1:
+    if len(args.tables) > 1:
         raise SystemExit("reproduce: --table ladder runs alone (its runs are not the tables')")
     unused = [
         flag
@@ -143,8 +144,8 @@ def cmd_ladder(args: argparse.Namespace) -> int:
             ("--max-steps", args.max_steps),
             ("--set", args.set),
             ("--config", args.config is not None and any(scale_changes(args).values())),
-            ("--code-problems", args.code_problems),
-            ("--math-problems", args.math_problems),
+            ("--code-problems", args.code_benchmarks),
+            ("--math-problems", args.math_benchmarks),
         )
         if value
     ]
@@ -183,7 +184,7 @@ def cmd_ladder(args: argparse.Namespace) -> int:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run ``complexformer reproduce`` from parsed arguments."""
     args = resolved(args)
-    if args.table and "ladder" in args.table:
+    if "ladder" in args.tables:
         return cmd_ladder(args)
     from .runner import ReproduceConfig, format_plan, reproduce, resolve_budget
 
@@ -191,7 +192,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     out = args.out or f"runs/reproduce-{args.scale}"
     config = ReproduceConfig(
         out=out,
-        tables=tuple(args.table or ["1"]),
+        tables=tuple(args.tables),
         scale=scale,
         seeds=tuple(args.seeds),
         data=args.data,
@@ -203,8 +204,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         train_only=args.train_only,
         only=tuple(args.only),
         command=_command(args, out),
-        code_benchmarks=tuple(args.code_problems),
-        math_benchmarks=tuple(args.math_problems),
+        code_benchmarks=tuple(args.code_benchmarks),
+        math_benchmarks=tuple(args.math_benchmarks),
     )
     if args.dry_run:
         print(format_plan(resolve_budget(config, count=False, log=print)))
@@ -231,13 +232,12 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         epilog=f"{_EPILOG}{describe_scales()}\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument(
-        "--table",
-        nargs="+",
-        action="extend",
-        choices=("1", "2", "3", "4", "extrapolation", "ladder"),
-        help="tables to reproduce (default 1); ladder: the compute ladder (RoPE, CMHA w/o "
-        "PCL and ComplexFormer at several sizes; --scale tiny on CPU, paper on GPUs)",
+    add_fields(
+        r,
+        ReproduceConfig,
+        "tables",
+        flags={"tables": "--table"},
+        choices={"tables": ("1", "2", "3", "4", "extrapolation", "ladder")},
     )
     add_fields(r, ReproduceConfig, "scale", choices={"scale": tuple(SCALES)})
     add_seeds(r, (0, 1, 2), "seeds to run, one run per variant and seed")
@@ -254,33 +254,18 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         "max_steps",
         defaults={"max_steps": "the scale's (every variant alike; for paper, 45 epochs)"},
     )
-    r.add_argument(
-        "--code-problems",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="SOURCE",
-        help="code benchmarks of Tables 2 and 4 instead of the scale's: "
-        "humaneval, mbpp (online) or a HumanEval-format JSONL file",
-    )
-    r.add_argument(
-        "--math-problems",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="SOURCE",
-        help="math benchmarks of Tables 3 and 4 instead of the scale's: gsm8k, "
-        "math (online), synthetic or a JSONL file of question/answer records",
-    )
-    r.add_argument(
-        "--only",
-        nargs="+",
-        action="extend",
-        default=[],
-        metavar="VARIANT[/seedK]",
-        help="train and evaluate only these runs; the tables still "
-        "include the saved results of the others (ladder: RUNG, VARIANT, RUNG/VARIANT or "
-        "RUNG/VARIANT/seedK)",
+    add_fields(
+        r,
+        ReproduceConfig,
+        "code_benchmarks",
+        "math_benchmarks",
+        "only",
+        flags={"code_benchmarks": "--code-problems", "math_benchmarks": "--math-problems"},
+        metavars={
+            "code_benchmarks": "SOURCE",
+            "math_benchmarks": "SOURCE",
+            "only": "VARIANT[/seedK]",
+        },  # fmt: skip
     )
     add_fields(r, ReproduceConfig, "train_only")
     add_set(r, (GPTConfig, TrainConfig), choices=("scale",))

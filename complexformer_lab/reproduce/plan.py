@@ -69,7 +69,10 @@ class ReproduceConfig(ConfigBase):
 
     Attributes:
         out: the output directory (``OUT/runs/<variant>/seed<k>``, ``OUT/table*.md``).
-        tables: table ids: ``"1"``, ``"2"``, ``"3"``, ``"4"``, ``"extrapolation"``.
+        tables: the paper's tables to reproduce: ``"1"``, ``"2"``, ``"3"``, ``"4"``,
+            ``"extrapolation"``; on the command line also ``"ladder"``, the compute ladder
+            (RoPE, CMHA w/o PCL and ComplexFormer at several sizes; the tiny scale on CPU,
+            paper on GPUs), which runs alone.
         scale: a :class:`Scale` or the name of one in ``complexformer_lab/configs/scales.toml``
             (listed by ``--help``): a model preset with its data, token budget and evaluation.
             ``tiny`` trains the ``micro`` preset on a CPU (about 40 min for Tables 1 and 4
@@ -88,12 +91,15 @@ class ReproduceConfig(ConfigBase):
         shard: under torchrun, shard each run over the ranks (FSDP2; ``TrainConfig.shard``).
         train_only: train, do not evaluate or tabulate (automatic under torchrun).
         only: restrict training and evaluation to these runs: ``"VARIANT"`` (all its seeds)
-            or ``"VARIANT/seedK"``; the tables still include the other runs' saved results.
+            or ``"VARIANT/seedK"`` (the ladder: ``RUNG``, ``VARIANT``, ``RUNG/VARIANT`` or
+            ``RUNG/VARIANT/seedK``); the tables still include the other runs' saved results.
         command: the command line, printed above the tables.
-        code_benchmarks: code problem sources replacing the scale's (``humaneval``,
-            ``mbpp``, HumanEval-format JSONL paths); empty: the scale's.
-        math_benchmarks: math test sources replacing the scale's (``gsm8k``, ``math``,
-            ``synthetic``, JSONL paths); empty: the scale's.
+        code_benchmarks: code problem sources of Tables 2 and 4 replacing the scale's
+            (``humaneval``, ``mbpp`` (online), HumanEval-format JSONL paths); empty: the
+            scale's.
+        math_benchmarks: math test sources of Tables 3 and 4 replacing the scale's
+            (``gsm8k``, ``math`` (online), ``synthetic``, JSONL paths of question/answer
+            records); empty: the scale's.
         budget: the token budget of a scale given in epochs, filled in by
             :func:`~.budget.resolve_token_budget` (the plan prints it).
     """
