@@ -2,7 +2,6 @@
 options the earlier code built (recorded in cli_golden.json before the options were declared
 from the config fields)."""
 
-import json
 import shlex
 from pathlib import Path
 
@@ -10,22 +9,18 @@ import pytest
 
 from complexformer.cli import build_parser
 from complexformer.cmplxbert.cli import complexify_configs
+from tests.common_testlib import check_recorded_command_line, recorded_command_lines
 
-GOLDEN = json.loads((Path(__file__).parent / "cli_golden.json").read_text())
-CASES = [(command, line) for command in sorted(GOLDEN) for line in sorted(GOLDEN[command])]
-
-
-def _plain(value):
-    return json.loads(json.dumps(value, default=list))
+GOLDEN, CASES = recorded_command_lines(Path(__file__).parent / "cli_golden.json")
 
 
 @pytest.mark.parametrize(("command", "line"), CASES)
 def test_command_line_builds_the_recorded_configs(command, line):
-    args = build_parser().parse_args([command, *shlex.split(line)])
-    want = GOLDEN[command][line]
-    assert _plain({k: getattr(args, k) for k in want["args"]}) == want["args"]
-    if command == "cbert-complexify":
-        assert _plain([c.to_dict() for c in complexify_configs(args)]) == want["configs"]
+    def configs(args):
+        return [c.to_dict() for c in complexify_configs(args)]
+
+    build = configs if command == "cbert-complexify" else None
+    check_recorded_command_line(GOLDEN, command, line, build)
 
 
 def test_config_file_names_the_recipe(tmp_path):

@@ -2,7 +2,6 @@
 the earlier code built (recorded in cli_golden.json before the options were declared from the
 config fields)."""
 
-import json
 import shlex
 from pathlib import Path
 
@@ -10,23 +9,17 @@ import pytest
 
 from complexformer.cli import build_parser
 from complexformer_lab.cmplxbert.cli import finetune_config, study_config
+from tests.common_testlib import check_recorded_command_line, recorded_command_lines
 
-GOLDEN = json.loads((Path(__file__).parent / "cli_golden.json").read_text())
-CASES = [(command, line) for command in sorted(GOLDEN) for line in sorted(GOLDEN[command])]
+GOLDEN, CASES = recorded_command_lines(Path(__file__).parent / "cli_golden.json")
 CONFIGS = {"cbert-finetune": finetune_config, "cbert-study": study_config}
-
-
-def _plain(value):
-    return json.loads(json.dumps(value, default=list))
 
 
 @pytest.mark.parametrize(("command", "line"), CASES)
 def test_command_line_builds_the_recorded_configs(command, line):
-    args = build_parser().parse_args([command, *shlex.split(line)])
-    want = GOLDEN[command][line]
-    assert _plain({k: getattr(args, k) for k in want["args"]}) == want["args"]
-    if command in CONFIGS:
-        assert _plain(CONFIGS[command](args).to_dict()) == want["configs"]
+    config = CONFIGS.get(command)
+    build = None if config is None else (lambda args: config(args).to_dict())
+    check_recorded_command_line(GOLDEN, command, line, build)
 
 
 def test_config_file_names_the_recipe(tmp_path):
