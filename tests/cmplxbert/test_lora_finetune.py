@@ -8,9 +8,7 @@ import json
 import random
 
 import pytest
-import torch
 from torch import nn
-from torch.testing import assert_close
 
 from complexformer.cmplxbert.finetune import FinetuneConfig, build_classifier, finetune_one
 from complexformer.cmplxbert.metrics import classification_metrics, macro_f1, mean_std
@@ -38,17 +36,7 @@ def test_macro_f1_and_accuracy_match_sklearn():
         classification_metrics([1, 2], [1])
 
 
-def test_real_lora_starts_at_base_and_counts():
-    torch.manual_seed(0)
-    lin = nn.Linear(7, 5)
-    x = torch.randn(3, 7)
-    ref = lin(x)
-    lora = RealLoRALinear(lin, r=3)
-    assert_close(lora(x), ref)  # B = 0: equal to the base at the start
-    assert [n for n, p in lora.named_parameters() if p.requires_grad] == ["lora_A", "lora_B"]
-    with torch.no_grad():
-        lora.lora_B.normal_()
-    assert_close(lora(x), ref + x @ lora.lora_A.T @ lora.lora_B.T)
+def test_add_real_lora_replaces_the_targeted_linears():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
     names = add_real_lora(model, 2, ["0"])
     assert names == ["0"] and isinstance(model[0], RealLoRALinear)
