@@ -32,6 +32,7 @@ from .config import (
     HEAD_OUTPUTS,
     HEADS,
     INITS,
+    RECIPE_FILE,
     RECIPES,
     STARTS,
     WHITEN_CHOICES,
@@ -239,15 +240,16 @@ def recipe_texts(values: dict[str, dict[str, Any]], *names: str) -> dict[str, st
 
 
 def add_recipe_option(p: argparse.ArgumentParser) -> None:
-    """``--recipe``: the defaults (library or paper) of every option left unset."""
+    """``--recipe``: the defaults (a recipe of ``cmplxbert_recipes.toml``) of every option left
+    unset, each recipe listed with its description."""
+    listed = "; ".join(f"{n}: {RECIPE_FILE.descriptions[n]}" for n in RECIPES)
     p.add_argument(
         "--recipe",
         default=None,
         choices=RECIPES,
-        help="defaults of every option left unset: the library's, or every choice the paper "
-        "states (full whitening, single-linear heads, modulus scores and heads, the zero "
-        "start, the split GELU, its learning rate, schedule, batch and epochs; docs/cmplxbert.md "
-        "has the table). Default library",
+        help="defaults of every option left unset, a recipe of "
+        f"complexformer/configs/cmplxbert_recipes.toml ({listed}; docs/cmplxbert.md has the "
+        "table). Default library",
     )
 
 

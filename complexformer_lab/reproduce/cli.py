@@ -23,6 +23,7 @@ from complexformer.cli.options import (
     config_choice,
 )
 
+from ..configs import lab_configs
 from .variants import SCALES, describe_scales, get_scale
 
 __all__ = ["add_reproduce_parser", "cmd_reproduce"]
@@ -58,6 +59,8 @@ docs/reproduce.md.
 
 scales (--scale NAME; complexformer_lab/configs/scales.toml):
 """
+
+_LADDERS = "ladders (--table ladder --scale NAME; complexformer_lab/configs/ladders.toml):"
 
 #: ReproduceConfig fields whose options are left None when not given (add_fields).
 _FIELDS = ("tables", "scale", "data", "evaluator", "bf16", "train_only", "only",
@@ -229,7 +232,8 @@ def add_reproduce_parser(sub) -> argparse.ArgumentParser:
         "gen-PPL, Dist-1/2, Rep-4, optionally extrapolation); write markdown/JSON tables "
         "(mean ± std over seeds, paired comparison with RoPE) and loss plots to --out. "
         "Resumable: finished runs and evaluations are skipped.",
-        epilog=f"{_EPILOG}{describe_scales()}\n",
+        epilog=f"{_EPILOG}{describe_scales()}\n\n{_LADDERS}\n"
+        f"{lab_configs('ladders.toml', 'ladder scale').describe()}\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_fields(

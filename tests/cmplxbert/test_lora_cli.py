@@ -154,3 +154,18 @@ def test_a_missing_local_base_says_no_such_file_before_any_hub_lookup(tmp_path, 
     assert main(argv) == 2
     assert f"base {missing}: no such file or directory" in capsys.readouterr().err
     assert resolve_base("org/some-bert") == "org/some-bert"  # a hub name passes through
+
+
+@pytest.mark.parametrize("command", ["cbert-complexify", "cbert-finetune", "cbert-study"])
+def test_help_lists_every_recipe_with_its_description(command, capsys):
+    from pathlib import Path
+
+    import complexformer.configs
+    from complexformer.config import read_toml
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")
+    path = Path(complexformer.configs.__file__).with_name("cmplxbert_recipes.toml")
+    for name, entry in read_toml(path).items():
+        assert f"{name}: {' '.join(entry['description'].split())}" in text, name

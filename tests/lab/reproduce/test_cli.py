@@ -43,3 +43,18 @@ def test_the_ladder_refuses_a_config_files_fields(tmp_path, monkeypatch, capsys)
     assert plan == _plan(["--table", "ladder", "--scale", "tiny"], capsys)
     with pytest.raises(SystemExit, match="does not use --config"):
         main(["reproduce", "--dry-run", "--table", "ladder", "--config", "fields.toml"])
+
+
+def test_help_lists_every_scale_and_ladder_of_the_data_files(capsys):
+    from pathlib import Path
+
+    import complexformer_lab.configs
+    from complexformer.config import read_toml
+
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    folder = Path(complexformer_lab.configs.__file__).parent
+    for name in ("scales.toml", "ladders.toml"):
+        for entry in read_toml(folder / name).values():
+            assert " ".join(entry["description"].split()) in text, (name, entry["description"])
