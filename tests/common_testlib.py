@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 from pathlib import Path
+
+from complexformer.cli import build_parser
 
 WORDS = (
     "the cat dog sat on a mat and ran to its home while birds sang in trees def return "
@@ -35,9 +38,6 @@ def recorded_command_lines(path: Path) -> tuple[dict, list[tuple[str, str]]]:
 def check_recorded_command_line(golden: dict, command: str, line: str, build) -> None:
     """Parse ``command line`` and compare the options named in the record and what
     ``build(args)`` makes of them (None: no config) with the recorded values."""
-    import shlex
-
-    from complexformer.cli import build_parser
 
     def plain(value):
         return json.loads(json.dumps(value, default=list))

@@ -5,10 +5,14 @@ messages."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+import complexformer.configs
 from complexformer.cli import main
+from complexformer.cmplxbert.loading import resolve_base
+from complexformer.config import read_toml
 from complexformer.training.rundir import run_lock
 from tests.cmplxbert.lora_testlib import save_tiny_bert_dir, write_docstring_corpus
 
@@ -146,9 +150,6 @@ def test_cli_errors_name_the_bad_value(tmp_path, capsys):
 
 
 def test_a_missing_local_base_says_no_such_file_before_any_hub_lookup(tmp_path, capsys):
-    from complexformer.cli import main
-    from complexformer.cmplxbert.loading import resolve_base
-
     missing = str(tmp_path / "no_bert")
     argv = ["cbert-complexify", "--base", missing, "--data", "stdlib", "--out", str(tmp_path / "o")]
     assert main(argv) == 2
@@ -158,11 +159,6 @@ def test_a_missing_local_base_says_no_such_file_before_any_hub_lookup(tmp_path, 
 
 @pytest.mark.parametrize("command", ["cbert-complexify", "cbert-finetune", "cbert-study"])
 def test_help_lists_every_recipe_with_its_description(command, capsys):
-    from pathlib import Path
-
-    import complexformer.configs
-    from complexformer.config import read_toml
-
     with pytest.raises(SystemExit):
         main([command, "--help"])
     text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")

@@ -4,9 +4,13 @@ file's fields as it refuses ``--set``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+import complexformer_lab.configs
 from complexformer.cli import main
+from complexformer.config import read_toml
 
 
 def _plan(argv, capsys) -> str:
@@ -46,11 +50,6 @@ def test_the_ladder_refuses_a_config_files_fields(tmp_path, monkeypatch, capsys)
 
 
 def test_help_lists_every_scale_and_ladder_of_the_data_files(capsys):
-    from pathlib import Path
-
-    import complexformer_lab.configs
-    from complexformer.config import read_toml
-
     with pytest.raises(SystemExit):
         main(["reproduce", "--help"])
     text = " ".join(capsys.readouterr().out.split())
