@@ -15,10 +15,11 @@ directories), :mod:`.io` (adapter files), :mod:`.mlm` (continued MLM pre-trainin
 baseline, the fine-tuned model kept), :mod:`.finetune_task` (its task on the shared loop),
 :mod:`.finetuned` and :mod:`.predict` (the kept classifier and its predictions), :mod:`.real`
 (real LoRA), :mod:`.analysis` (embedding and hidden-state measures), :mod:`.metrics`,
-:mod:`.labelled` (labelled data), :mod:`.docstrings` and :mod:`.stdlib_tasks` (the offline
-tasks), :mod:`.cli` (the ``cbert-complexify`` and ``cbert-predict`` subcommands and the
-options every CmplxBERT command shares). The comparison with the real baselines over seeds,
-the convergence study, the start report and the embedding figure are the lab's
+:mod:`.labelled` (labelled data, and tasks registered by name), :mod:`.cli` (the
+``cbert-complexify`` and ``cbert-predict`` subcommands and the options every CmplxBERT command
+shares). The comparison with the real baselines over seeds, the convergence study, the start
+report, the embedding figure and the offline tasks built from the standard library
+(registered by name, so ``--task docstrings`` reaches them) are the lab's
 (:mod:`complexformer_lab.cmplxbert`).
 
 Dependencies point one way: this package uses :mod:`complexformer.nn`,

@@ -66,7 +66,7 @@ __all__ = [
 
 _EPILOG_COMPLEXIFY = """\
 examples:
-  python -m complexformer.cmplxbert.docstrings --out data/docstrings
+  python -m complexformer_lab.cmplxbert.docstrings --out data/docstrings
   complexformer cbert-complexify --base minilm --rank 8 \\
       --data text:data/docstrings/train.jsonl --out runs/cbert8 --max-steps 2000
   complexformer cbert-complexify --base dbmdz/bert-base-italian-xxl-cased --rank 32 \\

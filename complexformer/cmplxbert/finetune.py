@@ -35,7 +35,7 @@ from .config import CmplxBertConfig, ComplexLoRAConfig
 from .finetune_task import FinetuneTask
 from .finetuned import MeanPooled, base_of, save_finetuned
 from .io import trainable_parameter_counts
-from .labelled import BUILTIN_TASKS, TASK_TYPES, ClassificationTask, load_classification_task
+from .labelled import TASK_TYPES, ClassificationTask, load_classification_task, named_task
 from .loading import (
     is_cmplxbert_dir,
     load_cmplxbert,
@@ -78,11 +78,13 @@ class FinetuneConfig(ConfigBase):
     the rest at 0.3 × lr; ``--preset paper``: one rate of 1e-4).
 
     Attributes:
-        task: the data spec (:func:`complexformer.cmplxbert.labelled.load_classification_task`).
+        task: a task registered by name (``docstrings``, ``docstring-pairs``, ``code-tags``;
+            the help lists them), ``hf:NAME[:CONFIG]``, a ``.jsonl``/``.csv`` file or a
+            folder (:func:`complexformer.cmplxbert.labelled.load_classification_task`).
         task_type: ``"sequence"`` (a text and a label), ``"pair"`` (two texts and a label;
             the second text gets token type 1) or ``"token"`` (words and one tag per word;
             the first sub-word of each word is scored); see
-            :mod:`complexformer.cmplxbert.labelled`. None: the built-in task's own type,
+            :mod:`complexformer.cmplxbert.labelled`. None: a registered task's own type,
             else ``"sequence"``.
         models: which of ``cmplxbert``, ``cmplxbert-paper`` (the CmplxBERT with the paper's
             zero start, for a plain BERT), ``real`` and ``real-lora`` to fine-tune.
@@ -156,8 +158,9 @@ class FinetuneConfig(ConfigBase):
             self.lora = ComplexLoRAConfig.from_dict(self.lora)
         if isinstance(self.model, dict):
             self.model = CmplxBertConfig.from_dict(self.model)
-        if self.task_type is None:  # the built-in tasks know their type
-            self.task_type = BUILTIN_TASKS.get(self.task, "sequence")
+        if self.task_type is None:  # a registered task knows its type
+            named = named_task(self.task)
+            self.task_type = named.task_type if named is not None else "sequence"
         token = self.task_type == "token"
         if self.text_field is None:
             self.text_field = "tokens" if token else "text"

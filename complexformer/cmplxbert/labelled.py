@@ -1,4 +1,4 @@
-"""Labelled data for fine-tuning: the offline docstring task, a Hugging Face dataset, or local
+"""Labelled data for fine-tuning: a registered task, a Hugging Face dataset, or local
 CSV / JSONL files, for three task types (the kinds of the UINAUIL tasks of Tamburini 2024):
 
 - ``sequence``: a text and a label per example (``text_field``, ``label_field``);
@@ -9,11 +9,12 @@ CSV / JSONL files, for three task types (the kinds of the UINAUIL tasks of Tambu
 
 Task specs:
 
-- ``docstrings``: which standard-library module a docstring comes from
-  (:mod:`complexformer.cmplxbert.docstrings`; offline, built from the running interpreter).
-- ``docstring-pairs`` (pair) and ``code-tags`` (token): do two docstrings come from the same
-  module; the role of each token of a line of code (:mod:`complexformer.cmplxbert.stdlib_tasks`;
-  offline likewise).
+- ``NAME``: a task registered by name in the entry-point group ``complexformer.tasks``
+  (:data:`TASKS_GROUP`, a :class:`NamedTask`). The lab registers three offline ones, built
+  from the running interpreter's standard library: ``docstrings`` (sequence: which module a
+  docstring comes from), ``docstring-pairs`` (pair: does the second half continue the first)
+  and ``code-tags`` (token: the role of each token of a line of code); see
+  :mod:`complexformer_lab.cmplxbert.tasks`. Another package registers its own the same way.
 - ``hf:NAME[:CONFIG]``: a Hugging Face dataset (``datasets.load_dataset``; needs the ``hf``
   extra and, for hub names, a network). Splits ``train``, ``validation`` and ``test``; a test
   split without labels (label -1, as in GLUE) is replaced by the validation split, and a
@@ -33,22 +34,32 @@ import hashlib
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from complexformer.runtime import require
 
-from .docstrings import build_docstring_dataset
 from .metrics import classification_metrics, token_metrics
-from .stdlib_tasks import build_code_tags, build_docstring_pairs
 
-__all__ = ["BUILTIN_TASKS", "TASK_TYPES", "ClassificationTask", "load_classification_task"]
+__all__ = [
+    "TASKS_GROUP",
+    "TASK_TYPES",
+    "ClassificationTask",
+    "NamedTask",
+    "describe_tasks",
+    "load_classification_task",
+    "named_task",
+    "task_names",
+]
 
 SPLITS = ("train", "validation", "test")
 TASK_TYPES = ("sequence", "pair", "token")
-#: The offline tasks built from the standard library and their task types.
-BUILTIN_TASKS = {"docstrings": "sequence", "docstring-pairs": "pair", "code-tags": "token"}
+#: The entry-point group of named tasks: ``--task NAME`` loads the entry point ``NAME``, a
+#: :class:`NamedTask` (the lab's are declared in pyproject.toml).
+TASKS_GROUP = "complexformer.tasks"
 
 
 @dataclass
@@ -88,6 +99,60 @@ class ClassificationTask:
 
     def stats(self) -> dict[str, int]:
         return {s: len(v[0]) for s, v in self.splits.items()}
+
+
+@dataclass(frozen=True)
+class NamedTask:
+    """A labelled task registered by name in the entry-point group :data:`TASKS_GROUP`.
+
+    Attributes:
+        task_type: ``"sequence"``, ``"pair"`` or ``"token"``; known before the data is built.
+        build: makes the task, called with no arguments.
+        description: one line saying what the task asks.
+    """
+
+    task_type: str
+    build: Callable[[], ClassificationTask]
+    description: str = ""
+
+
+def task_names() -> list[str]:
+    """The names registered in :data:`TASKS_GROUP`, sorted (read from the installed
+    metadata; nothing is imported)."""
+    return sorted({ep.name for ep in entry_points(group=TASKS_GROUP)})
+
+
+def named_task(name: str) -> NamedTask | None:
+    """The task registered as ``name`` in :data:`TASKS_GROUP`, or None where no entry point
+    has that name.
+
+    Raises:
+        TypeError: the entry point holds something other than a :class:`NamedTask`.
+    """
+    found = [ep for ep in entry_points(group=TASKS_GROUP) if ep.name == name]
+    if not found:
+        return None
+    task = found[0].load()
+    if not isinstance(task, NamedTask):
+        raise TypeError(
+            f"task {name!r}: the entry point {found[0].value} of group {TASKS_GROUP} is a "
+            f"{type(task).__name__}, not a NamedTask"
+        )
+    return task
+
+
+def describe_tasks() -> str:
+    """One line per registered task, its name, task type and description (for ``--help``);
+    a task that cannot be loaded says so instead of breaking the help."""
+    lines = []
+    for name in task_names():
+        try:
+            task = named_task(name)
+        except (ImportError, AttributeError, TypeError) as err:
+            lines.append(f"  {name}: cannot be loaded ({err})")
+            continue
+        lines.append(f"  {name} ({task.task_type}): {task.description}")
+    return "\n".join(lines)
 
 
 def _hash_split(text: Any) -> str:
@@ -180,7 +245,8 @@ def load_classification_task(
     """Load a labelled task (see the module docstring for the specs and task types).
 
     Args:
-        spec: ``docstrings``, ``hf:NAME[:CONFIG]``, a ``.jsonl``/``.csv`` file or a folder.
+        spec: a registered task name (``docstrings``...), ``hf:NAME[:CONFIG]``, a
+            ``.jsonl``/``.csv`` file or a folder.
         text_field: the text column (the words, for ``token``).
         label_field: the label column (the tags, for ``token``).
         task_type: ``"sequence"``, ``"pair"`` or ``"token"``.
@@ -194,29 +260,20 @@ def load_classification_task(
         raise ValueError(f"task_type {task_type!r}; allowed: {', '.join(map(repr, TASK_TYPES))}")
     fields = (text_field, pair_field, label_field)
     tokens = task_type == "token"
-    if spec in BUILTIN_TASKS and task_type != BUILTIN_TASKS[spec]:
-        raise ValueError(f"task {spec!r} is a {BUILTIN_TASKS[spec]} task, not {task_type!r}")
-    if spec in ("docstring-pairs", "code-tags"):
-        build = build_docstring_pairs if spec == "docstring-pairs" else build_code_tags
-        names, splits = build()
-        task = ClassificationTask(spec, names, splits, task_type)
-    elif spec == "docstrings":
-        ds = build_docstring_dataset()
-        ids = {lab: i for i, lab in enumerate(ds.labels)}
-        splits = {
-            s: ([e.text for e in ds.splits[s]], [ids[e.label] for e in ds.splits[s]])
-            for s in SPLITS
-        }
-        task = ClassificationTask("docstrings", list(ds.labels), splits)
+    named = named_task(spec)
+    if named is not None:
+        if task_type != named.task_type:
+            raise ValueError(f"task {spec!r} is a {named.task_type} task, not {task_type!r}")
+        task = named.build()
     elif spec.startswith("hf:"):
         task = _load_hf(spec, fields, task_type)
     else:
         path = Path(os.path.expanduser(spec))
         if not path.exists():
             raise FileNotFoundError(
-                f"task {spec!r}: no such file or folder; expected "
-                "'docstrings', 'hf:NAME[:CONFIG]', a .jsonl/.csv file or a "
-                "folder with train/validation/test files"
+                f"task {spec!r}: no such file or folder; expected a registered task "
+                f"({', '.join(task_names()) or 'none registered'}), 'hf:NAME[:CONFIG]', a "
+                ".jsonl/.csv file or a folder with train/validation/test files"
             )
         if path.is_file():
             rows = _read_rows(path, fields, task_type)

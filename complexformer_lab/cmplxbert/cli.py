@@ -46,6 +46,7 @@ from complexformer.cmplxbert.config import (
     recipe_configs,
 )
 from complexformer.cmplxbert.finetune import FinetuneConfig
+from complexformer.cmplxbert.labelled import describe_tasks
 from complexformer.config import field_defaults
 
 from .embeddings import embeddings_report
@@ -61,10 +62,10 @@ examples:
   complexformer cbert-finetune --model runs/cbert8/model --task hf:stanfordnlp/sst2 \\
       --text-field sentence --seeds 0 1 2 3 4     # online
 
---task: `docstrings` (offline: which stdlib module a docstring comes from), `docstring-pairs`
-(offline pairs: same module or not), `code-tags` (offline token tags of stdlib code),
-hf:NAME[:CONFIG] (online), a .jsonl/.csv file with text and label columns (split 80/10/10 by
-a hash of the text), or a folder with train/validation/test .jsonl or .csv files.
+--task: a task registered by name (entry-point group complexformer.tasks):
+{tasks}
+or hf:NAME[:CONFIG] (online), a .jsonl/.csv file with text and label columns (split 80/10/10
+by a hash of the text), or a folder with train/validation/test .jsonl or .csv files.
 """
 
 
@@ -153,7 +154,7 @@ def _add_finetune(sub, fmt) -> None:
         "many trainable parameters; report test accuracy and macro-F1 as mean ± std over "
         "seeds. Finished runs are kept in OUT/runs and skipped when the command is repeated "
         "(other settings into the same OUT are an error).",
-        epilog=_EPILOG_FINETUNE,
+        epilog=_EPILOG_FINETUNE.format(tasks=describe_tasks()),
         formatter_class=fmt,
     )
     values = recipe_values("finetune", FinetuneConfig)

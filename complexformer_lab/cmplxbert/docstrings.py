@@ -32,13 +32,13 @@ Construction (see ``docs/docstring_task.md``):
 
 Typical use::
 
-    from complexformer.cmplxbert.docstrings import build_docstring_dataset
+    from complexformer_lab.cmplxbert.docstrings import build_docstring_dataset
 
     ds = build_docstring_dataset(n_classes=10)
     print(ds.labels, ds.format_stats())
     ds.write_jsonl("data/docstrings")   # train/validation/test.jsonl + labels.json
 
-or ``python -m complexformer.cmplxbert.docstrings --out data/docstrings``.
+or ``python -m complexformer_lab.cmplxbert.docstrings --out data/docstrings``.
 """
 
 from __future__ import annotations
@@ -439,9 +439,10 @@ def build_docstring_dataset(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m complexformer.cmplxbert.docstrings --out DIR``: build, write and print stats."""
+    """``python -m complexformer_lab.cmplxbert.docstrings --out DIR``: build, write, print
+    the statistics."""
     p = argparse.ArgumentParser(
-        prog="python -m complexformer.cmplxbert.docstrings",
+        prog="python -m complexformer_lab.cmplxbert.docstrings",
         description="Build the stdlib docstring -> module classification dataset (offline).",
     )
     add_out(

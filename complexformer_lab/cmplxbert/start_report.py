@@ -16,11 +16,12 @@ from torch import Tensor
 from complexformer.cmplxbert.analysis import imaginary_to_real, sentence_cosine
 from complexformer.cmplxbert.complexify import complexify
 from complexformer.cmplxbert.config import CmplxBertConfig
-from complexformer.cmplxbert.docstrings import build_docstring_dataset
 from complexformer.cmplxbert.loading import load_hf_bert, resolve_base
 from complexformer.results import markdown_table, write_report
 from complexformer.runtime import cpu_settings
 from complexformer.storage import atomic_output
+
+from .docstrings import build_docstring_dataset
 
 __all__ = ["compare_starts", "start_report"]
 

@@ -31,7 +31,6 @@ from typing import Any
 import torch
 
 from complexformer.cmplxbert.config import CmplxBertConfig, ComplexLoRAConfig
-from complexformer.cmplxbert.docstrings import build_docstring_dataset
 from complexformer.cmplxbert.finetune import FinetuneConfig
 from complexformer.cmplxbert.loading import is_cmplxbert_dir
 from complexformer.cmplxbert.mlm import MLMTask
@@ -42,6 +41,7 @@ from complexformer.storage import atomic_output, atomic_write_text
 from complexformer.training import TrainConfig, train_task
 from complexformer.training.checkpoint import CHECKPOINTS_DIR, list_checkpoints, load_checkpoint
 
+from .docstrings import build_docstring_dataset
 from .finetune import finetune
 
 __all__ = ["StudyConfig", "run_study"]

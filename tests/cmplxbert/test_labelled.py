@@ -1,14 +1,36 @@
-"""Labelled classification data: local JSONL / CSV files and folders, label numbering, the
-docstring task, and clear errors."""
+"""Labelled classification data: local JSONL / CSV files and folders, label numbering, tasks
+registered by name (the lab's offline ones and one a test registers), and clear errors."""
 
 from __future__ import annotations
 
 import csv
 import json
+from importlib.metadata import EntryPoint
 
 import pytest
 
-from complexformer.cmplxbert.labelled import load_classification_task
+import complexformer.cmplxbert.labelled as labelled
+from complexformer.cli import main
+from complexformer.cmplxbert.finetune import FinetuneConfig
+from complexformer.cmplxbert.labelled import (
+    TASKS_GROUP,
+    ClassificationTask,
+    NamedTask,
+    describe_tasks,
+    load_classification_task,
+    named_task,
+    task_names,
+)
+
+
+def _toy_task() -> ClassificationTask:
+    splits = {s: ([("a b", "c"), ("d", "e f")], [0, 1]) for s in ("train", "validation", "test")}
+    return ClassificationTask("toy-pairs", ["no", "yes"], splits, "pair")
+
+
+#: a task registered below by a test, as another package would in its pyproject.toml
+TOY_TASK = NamedTask("pair", _toy_task, "a toy pair task")
+NOT_A_TASK = {"task_type": "pair"}
 
 
 def _jsonl(path, rows):
@@ -62,6 +84,56 @@ def test_bad_inputs_name_the_problem(tmp_path):
     (tmp_path / "x.txt").write_text("a")
     with pytest.raises(ValueError, match="unsupported file type"):
         load_classification_task(str(tmp_path / "x.txt"))
+
+
+@pytest.fixture
+def toy_registered(monkeypatch):
+    """The installed entry points plus ``toy-pairs`` and ``broken`` in TASKS_GROUP."""
+    original = labelled.entry_points
+    installed = list(original(group=TASKS_GROUP))
+    extra = [
+        EntryPoint("toy-pairs", f"{__name__}:TOY_TASK", TASKS_GROUP),
+        EntryPoint("broken", f"{__name__}:NOT_A_TASK", TASKS_GROUP),
+    ]
+
+    def fake(group):
+        return [*installed, *extra] if group == TASKS_GROUP else original(group=group)
+
+    monkeypatch.setattr(labelled, "entry_points", fake)
+
+
+def test_the_lab_registers_its_three_offline_tasks_with_their_types():
+    assert {"docstrings", "docstring-pairs", "code-tags"} <= set(task_names())
+    types = {n: named_task(n).task_type for n in ("docstrings", "docstring-pairs", "code-tags")}
+    assert types == {"docstrings": "sequence", "docstring-pairs": "pair", "code-tags": "token"}
+    assert named_task("no-such-task") is None
+
+
+def test_a_task_another_package_registers_is_found_by_name(toy_registered, tmp_path):
+    assert "toy-pairs" in task_names()
+    task = load_classification_task("toy-pairs", task_type="pair")
+    assert (task.name, task.labels, task.task_type) == ("toy-pairs", ["no", "yes"], "pair")
+    assert task.splits["test"] == _toy_task().splits["test"]
+    assert FinetuneConfig(task="toy-pairs").task_type == "pair"  # the type comes with the name
+    assert FinetuneConfig(task=str(tmp_path / "d.jsonl")).task_type == "sequence"
+    with pytest.raises(ValueError, match="'toy-pairs' is a pair task, not 'sequence'"):
+        load_classification_task("toy-pairs")
+    with pytest.raises(TypeError, match=f"{__name__}:NOT_A_TASK .* is a dict, not a NamedTask"):
+        load_classification_task("broken")
+    with pytest.raises(FileNotFoundError, match=r"registered task \(.*toy-pairs"):
+        load_classification_task(str(tmp_path / "missing.jsonl"))
+
+
+def test_help_lists_every_registered_task_and_says_which_cannot_load(toy_registered, capsys):
+    with pytest.raises(SystemExit):
+        main(["cbert-finetune", "--help"])
+    text = capsys.readouterr().out
+    for name in task_names():
+        if name != "broken":
+            task = named_task(name)
+            assert f"  {name} ({task.task_type}): {task.description}\n" in text
+    assert "  toy-pairs (pair): a toy pair task\n" in text
+    assert "  broken: cannot be loaded (" in describe_tasks()
 
 
 def test_docstring_task_spec():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from complexformer.cmplxbert.docstrings import (
+from complexformer_lab.cmplxbert.docstrings import (
     DOCSTRING_SPLITS,
     assign_file_splits,
     build_docstring_dataset,

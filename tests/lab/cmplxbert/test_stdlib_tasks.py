@@ -8,7 +8,8 @@ import tokenize
 import pytest
 
 from complexformer.cmplxbert.labelled import load_classification_task
-from complexformer.cmplxbert.stdlib_tasks import (
+from complexformer_lab.cmplxbert.docstrings import build_docstring_dataset
+from complexformer_lab.cmplxbert.stdlib_tasks import (
     CODE_TAGS,
     _line_tags,
     build_code_tags,
@@ -53,8 +54,6 @@ def test_the_builtin_tasks_are_deterministic_split_and_not_degenerate():
     assert len(seen) >= 8  # every role occurs
     names, pairs = build_docstring_pairs()
     assert names == ["different", "same"]
-    from complexformer.cmplxbert.docstrings import build_docstring_dataset
-
     test_docs = [e.text.split() for e in build_docstring_dataset().splits["test"]]
     halves = {" ".join(w[: len(w) // 2]) for w in test_docs} | {
         " ".join(w[len(w) // 2 :]) for w in test_docs
