@@ -58,6 +58,23 @@ def test_lm_eval_tasks_are_found_in_the_installed_package(installed):
     assert (path / "complexformer_mc.yaml").is_file() and (path / "mc_questions.jsonl").is_file()
 
 
+def test_the_wheel_registers_the_lab_commands_and_the_offline_tasks(installed):
+    site, work = installed
+    found = subprocess.run(
+        [sys.executable, "-c", "from importlib.metadata import distribution as d; "
+         "print(d('complexformer').read_text('entry_points.txt'))"],
+        cwd=work, env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True,
+    )  # fmt: skip
+    text = found.stdout
+    assert "[complexformer.commands]\nlab = complexformer_lab.cli:add_parsers" in text
+    for name, obj in [("code-tags", "CODE_TAGS_TASK"), ("docstring-pairs", "DOCSTRING_PAIRS_TASK"),
+                      ("docstrings", "DOCSTRINGS_TASK")]:  # fmt: skip
+        assert f"{name} = complexformer_lab.cmplxbert.tasks:{obj}" in text
+    res = _cli(installed, "cbert-finetune", "--help")
+    assert res.returncode == 0, res.stderr
+    assert "  code-tags (token): the role of each token" in res.stdout
+
+
 def test_train_info_generate_evaluate_export_from_another_folder(installed, tmp_path):
     corpus = write_corpus(tmp_path, n_lines=600)
     run = tmp_path / "run"
