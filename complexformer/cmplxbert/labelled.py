@@ -30,6 +30,7 @@ Labels (and tags) may be integers or strings; strings are numbered in sorted ord
 from __future__ import annotations
 
 import csv
+import difflib
 import hashlib
 import json
 import os
@@ -270,9 +271,12 @@ def load_classification_task(
     else:
         path = Path(os.path.expanduser(spec))
         if not path.exists():
+            names = task_names()
+            close = difflib.get_close_matches(spec, names, n=1, cutoff=0.75)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise FileNotFoundError(
-                f"task {spec!r}: no such file or folder; expected a registered task "
-                f"({', '.join(task_names()) or 'none registered'}), 'hf:NAME[:CONFIG]', a "
+                f"task {spec!r}: no such file or folder{hint}; expected a registered task "
+                f"({', '.join(names) or 'none registered'}), 'hf:NAME[:CONFIG]', a "
                 ".jsonl/.csv file or a folder with train/validation/test files"
             )
         if path.is_file():

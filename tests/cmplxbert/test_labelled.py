@@ -122,6 +122,8 @@ def test_a_task_another_package_registers_is_found_by_name(toy_registered, tmp_p
         load_classification_task("broken")
     with pytest.raises(FileNotFoundError, match=r"registered task \(.*toy-pairs"):
         load_classification_task(str(tmp_path / "missing.jsonl"))
+    with pytest.raises(FileNotFoundError, match="'toy-pair': .*did you mean 'toy-pairs'"):
+        load_classification_task("toy-pair")
 
 
 def test_help_lists_every_registered_task_and_says_which_cannot_load(toy_registered, capsys):
