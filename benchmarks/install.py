@@ -65,6 +65,24 @@ def parse_pytest_summary(text: str) -> dict[str, int]:
     return {}
 
 
+def parse_collected(text: str) -> int | None:
+    """The count of ``pytest --collect-only -q -m slow``'s closing line
+    (``23/2115 tests collected (2092 deselected) in 6.78s``)."""
+    found = re.search(r"(\d+)(?:/\d+)? tests? collected", text)
+    return int(found.group(1)) if found else None
+
+
+def count_slow_tests(clone: Path, env: dict[str, str]) -> int | None:
+    """How many tests ``make test-slow`` runs, collected with the clone's environment (pytest
+    in several worker processes does not report the slow tests it deselects)."""
+    python = clone / ".venv" / "bin" / "python"
+    if not python.is_file():
+        return None
+    cmd = [str(python), "-m", "pytest", "--collect-only", "-q", "-m", "slow"]
+    res = subprocess.run(cmd, cwd=clone, env=env, capture_output=True, text=True)
+    return parse_collected(res.stdout)
+
+
 def measure(workdir: Path, run_steps: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     clone = workdir / "clone"
     subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True)
@@ -90,6 +108,7 @@ def measure(workdir: Path, run_steps: int) -> tuple[list[dict[str, Any]], dict[s
         "fast_tests": summary.get("passed", 0)
         + summary.get("failed", 0)
         + summary.get("skipped", 0),
+        "slow_tests": count_slow_tests(clone, env),
     }
     return records, ratios
 
@@ -126,6 +145,7 @@ def from_logs(workdir: Path, run_steps: int) -> tuple[list[dict[str, Any]], dict
             records.append({"step": ".ci/run", "seconds": ci_s, "pytest": summary})
             ratios["ci_run_minutes"] = ci_s / 60
             ratios["fast_tests"] = sum(summary.get(k, 0) for k in ("passed", "failed", "skipped"))
+            ratios["slow_tests"] = count_slow_tests(workdir / "clone", os.environ.copy())
     return records, ratios
 
 

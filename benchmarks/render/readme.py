@@ -162,12 +162,13 @@ def _install_rows(rec: dict[str, Any]) -> list[list[str]]:
     if step is None:
         return rows
     ci = step["pytest"]
+    slow = r.get("slow_tests", ci.get("deselected"))
+    slow_text = "" if slow is None else f" ({slow} slow ones run by `make test-slow`)"
     return rows + [
         [
             "`.ci/run` on a fresh clone after it (`make run`, lint, the test suite)",
             f"{r['ci_run_minutes']:.1f} min; {r['fast_tests']} fast tests: "
-            f"{ci.get('passed', 0)} passed, {ci.get('skipped', 0)} skipped "
-            f"({ci.get('deselected', 0)} slow ones run by `make test-slow`)",
+            f"{ci.get('passed', 0)} passed, {ci.get('skipped', 0)} skipped{slow_text}",
         ],
     ]
 

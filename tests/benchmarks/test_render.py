@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.install import parse_perplexity, parse_pytest_summary
+from benchmarks.install import parse_collected, parse_perplexity, parse_pytest_summary
 from benchmarks.render import (
     DOCS_MD,
     README_MD,
@@ -231,6 +231,12 @@ def test_install_parsers_read_make_run_and_pytest_output():
         "skipped": 1,
         "deselected": 15,
     }
+
+
+def test_the_slow_count_is_read_from_a_collection():
+    assert parse_collected("a::b\n\n23/2115 tests collected (2092 deselected) in 6.78s\n") == 23
+    assert parse_collected("1 test collected in 0.1s") == 1
+    assert parse_collected("no tests ran in 0.01s") is None
 
 
 def test_main_writes_and_checks(tmp_path: Path, capsys):
