@@ -62,17 +62,29 @@ def _whole_suite(config) -> bool:
     )
 
 
-def pytest_collection_finish(session):
+def _check_test_count(config, collected: int) -> None:
     """Fail the session when the README's count of fast tests is not the suite's."""
-    if not _whole_suite(session.config) or not INSTALL_RECORD.is_file():
+    if not _whole_suite(config) or not INSTALL_RECORD.is_file():
         return
     recorded = json.loads(INSTALL_RECORD.read_text(encoding="utf-8"))["ratios"].get("fast_tests")
-    if recorded is not None and recorded != len(session.items):
-        session.config.stash[_STALE_COUNT] = (
+    if recorded is not None and recorded != collected:
+        config.stash[_STALE_COUNT] = (
             f"the README shows {recorded} fast tests (benchmarks/results/install.json) but the "
-            f"suite collects {len(session.items)}: run `python -m benchmarks.install` and "
+            f"suite collects {collected}: run `python -m benchmarks.install` and "
             "`make bench-docs`, or correct ratios.fast_tests there"
         )
+
+
+def pytest_collection_finish(session):
+    """The count, in one process (a pytest-xdist worker leaves it to the controller)."""
+    if not hasattr(session.config, "workerinput"):
+        _check_test_count(session.config, len(session.items))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """The count, in the controller of pytest-xdist's worker processes (``make test``)."""
+    _check_test_count(node.config, len(ids))
 
 
 def pytest_sessionfinish(session, exitstatus):
