@@ -1,8 +1,13 @@
-"""The complex word embeddings of a CmplxBERT in the complex plane (Tamburini 2024, Figure 1):
-the scatter plot and the ``cbert-embeddings`` report (``embeddings.png``, ``embeddings.json``,
-``embeddings.md``), from the library's
-:func:`complexformer.cmplxbert.analysis.embedding_components` and
-:func:`complexformer.cmplxbert.analysis.imaginary_energy_share`.
+"""The complex word embeddings of a CmplxBERT in the complex plane (Tamburini 2024, Figure 1).
+
+Figure 1 of F. Tamburini, "Complexifying BERT using LoRA adapters" (CLiC-it 2024) plots a
+random sample of the components of the complexified word-embedding matrix E + s·A·Bᴴ in the
+complex plane, to show how much the imaginary part grew during the continued MLM pre-training
+(a freshly complexified model has A·Bᴴ = 0, hence Im = 0). :func:`embedding_components` draws
+the sample entry by entry from the frozen real table and the adapter factors (the full complex
+table is never built), :func:`imaginary_energy_share` is Σ|Im z|² / Σ|z|², and
+:func:`embeddings_report` writes the ``cbert-embeddings`` report (``embeddings.png``,
+``embeddings.json``, ``embeddings.md``).
 """
 
 from __future__ import annotations
@@ -12,14 +17,99 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from complexformer.cmplxbert.analysis import embedding_components, imaginary_energy_share
+from complexformer.cmplxbert import ComplexLoRAEmbedding
 from complexformer.cmplxbert.loading import load_cmplxbert
 from complexformer.results import write_report
 from complexformer.storage import atomic_output
 
-__all__ = ["embeddings_report", "plot_embedding_scatter"]
+__all__ = [
+    "embedding_components",
+    "embeddings_report",
+    "imaginary_energy_share",
+    "plot_embedding_scatter",
+]
+
+
+def _word_embedding_layer(model: nn.Module) -> ComplexLoRAEmbedding:
+    if isinstance(model, ComplexLoRAEmbedding):
+        return model
+    try:
+        layer = model.bert.embeddings.word_embeddings
+    except AttributeError:
+        layer = None
+    if not isinstance(layer, ComplexLoRAEmbedding):
+        raise ValueError(
+            "embedding_components: expected a CmplxBert (from complexify) or a "
+            f"ComplexLoRAEmbedding, got {type(model).__name__} whose "
+            "bert.embeddings.word_embeddings is not a ComplexLoRAEmbedding"
+        )
+    return layer
+
+
+@torch.no_grad()
+def embedding_components(model: nn.Module, n: int = 2000, seed: int = 0) -> Tensor:
+    """n randomly chosen components of the complex word-embedding matrix E + s·A·Bᴴ.
+
+    Tamburini (2024), Figure 1: the components of the complexified word embeddings, plotted
+    in the complex plane. Entry (i, k) of the matrix is E[i, k] + s·Σ_r A[i, r]·conj(B[k, r]),
+    where E is the frozen real table of the wrapped ``nn.Embedding`` and A, B, s the adapter
+    of the :class:`~complexformer.cmplxbert.ComplexLoRAEmbedding` (see its ``delta_weight``); only
+    the sampled entries are computed.
+
+    Args:
+        model: a ``CmplxBert`` (its ``bert.embeddings.word_embeddings`` is used) or a
+            :class:`~complexformer.cmplxbert.ComplexLoRAEmbedding`.
+        n: number of components; sampled without replacement from the num × dim entries
+            (all of them, in random order, if n is larger).
+        seed: seed of the ``torch.Generator`` used for the sampling; the same seed and
+            model give the same components.
+
+    Returns:
+        A complex 1-D tensor of min(n, num·dim) components (on the model's device, complex
+        dtype matching the real weight).
+
+    Raises:
+        ValueError: ``n < 1`` or ``model`` has no complex LoRA word embedding.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"embedding_components: n must be an integer >= 1, got {n!r}")
+    layer = _word_embedding_layer(model)
+    weight = layer.base_layer.weight.detach()
+    num, dim = weight.shape
+    g = torch.Generator().manual_seed(int(seed))
+    flat = torch.randperm(num * dim, generator=g)[: min(n, num * dim)].to(weight.device)
+    rows, cols = flat // dim, flat % dim
+    real = weight[rows, cols]
+    z = torch.complex(real, torch.zeros_like(real))
+    if layer.r > 0:
+        a = layer.complex_A.detach()[rows]  # (n, r)
+        b = layer.complex_B.detach()[cols]  # (n, r)
+        z = z + layer.scaling * (a * b.conj()).sum(dim=-1).to(z.dtype)
+    return z
+
+
+def imaginary_energy_share(z: Tensor) -> float:
+    """Share of the energy in the imaginary part: Σ|Im z|² / Σ|z|².
+
+    Tamburini (2024), Figure 1: how far the complexified embeddings moved off the real axis.
+    0 for real values (a freshly complexified model), 1 for purely imaginary ones.
+
+    Args:
+        z: a tensor of any shape (complex; a real tensor has share 0).
+
+    Returns:
+        The share as a Python float in [0, 1]; 0.0 when z is empty or all zero.
+    """
+    z = z.detach()
+    if not z.is_complex():
+        return 0.0
+    im = z.imag.double().pow(2).sum()
+    total = im + z.real.double().pow(2).sum()
+    if total.item() == 0.0:
+        return 0.0
+    return float(im / total)
 
 
 def plot_embedding_scatter(
