@@ -58,7 +58,7 @@ def test_lm_eval_tasks_are_found_in_the_installed_package(installed):
     assert (path / "complexformer_mc.yaml").is_file() and (path / "mc_questions.jsonl").is_file()
 
 
-def test_the_wheel_registers_the_lab_commands_and_the_offline_tasks(installed):
+def test_the_wheel_registers_the_lab_commands_the_offline_tasks_and_the_heads_suite(installed):
     site, work = installed
     found = subprocess.run(
         [sys.executable, "-c", "from importlib.metadata import distribution as d; "
@@ -70,9 +70,12 @@ def test_the_wheel_registers_the_lab_commands_and_the_offline_tasks(installed):
     for name, obj in [("code-tags", "CODE_TAGS_TASK"), ("docstring-pairs", "DOCSTRING_PAIRS_TASK"),
                       ("docstrings", "DOCSTRINGS_TASK")]:  # fmt: skip
         assert f"{name} = complexformer_lab.cmplxbert.tasks:{obj}" in text
+    assert "[complexformer.suites]\nheads = complexformer_lab.evaluation.heads:HeadsSuite" in text
     res = _cli(installed, "cbert-finetune", "--help")
     assert res.returncode == 0, res.stderr
     assert "  code-tags (token): the role of each token" in res.stdout
+    res = _cli(installed, "evaluate", "--help")
+    assert res.returncode == 0 and "--num-blocks" in res.stdout and "heads" in res.stdout
 
 
 def test_train_info_generate_evaluate_export_from_another_folder(installed, tmp_path):

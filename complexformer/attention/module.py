@@ -90,7 +90,7 @@ class CausalSelfAttention(nn.Module):
 
         Returns:
             (q, k, v), each (B, H, T, D); used by :meth:`forward` and by analyses
-            (``complexformer.evaluation.heads``).
+            (the lab's head analysis, ``complexformer_lab.evaluation.heads``).
         """
         q, k, v = self._heads(x).unbind(0)  # each (B, H, T, D)
         return q, k, v

@@ -7,7 +7,9 @@
   ``check_correctness(problem, completion, timeout)``;
 * :mod:`.math_suite` - GSM8K / MATH final-answer extraction, normalisation and accuracy;
 * :mod:`.extrapolation` - perplexity against context length for several runs;
-* :mod:`.heads` - CMHA's δ and b per head, semantic vs positional share, attention maps;
+* ``heads`` - CMHA's δ and b per head, semantic vs positional share, attention maps: the
+  lab's (:mod:`complexformer_lab.evaluation.heads`), added through the entry-point group
+  ``complexformer.suites`` (:func:`.suite.load_suite_entry_points`);
 * :mod:`.lmeval` - lm-evaluation-harness (EleutherAI) on the run exported for transformers,
   with offline tasks shipped in ``lm_eval_tasks/`` (held-out perplexity, multiple choice).
 

@@ -64,13 +64,16 @@ See docs/evaluation_*.md and docs/huggingface.md.
 
 # ---------------------------------------------------------------------- the registry
 def register_suites() -> dict[str, Any]:
-    """Import the suite modules (registering them) and return the registry.
+    """Import the suite modules (registering them), add the suites of the entry-point group
+    ``complexformer.suites`` (the lab's ``heads``) and return the registry.
 
     The lm-eval suite is registered where its module imports (it needs no optional
     dependency to be declared; running it needs the ``hf`` and ``lmeval`` extras).
     """
-    from . import code_suite, extrapolation, heads, lmeval, math_suite, ppl, text  # noqa: F401
-    from .suite import SUITES
+    from . import code_suite, extrapolation, lmeval, math_suite, ppl, text  # noqa: F401
+    from .suite import SUITES, load_suite_entry_points
+
+    load_suite_entry_points()
 
     order = {name: i for i, name in enumerate(SUITE_ORDER)}
     return dict(sorted(SUITES.items(), key=lambda kv: order.get(kv[0], len(order))))

@@ -8,7 +8,9 @@ config field it binds), and implements :meth:`Suite.load_data`, :meth:`Suite.com
 loaded from a path when one is given, ``<name>.json`` and ``<name>.md`` written atomically,
 extra files such as plots listed in the payload, a one-line summary logged).
 ``complexformer evaluate`` builds its parser from the options of the suites in :data:`SUITES`
-and finds ``--suite NAME`` there. Options that several suites read (``--data``, ``--split``,
+and finds ``--suite NAME`` there; a suite of another package (the lab's ``heads``) is a
+:class:`Suite` subclass named in the entry-point group :data:`SUITES_GROUP`
+(:func:`load_suite_entry_points`). Options that several suites read (``--data``, ``--split``,
 ``--seed``, the sampling settings) are declared once here and listed by each suite.
 """
 
@@ -17,8 +19,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,6 +43,7 @@ __all__ = [
     "SEED",
     "SPLIT",
     "SUITES",
+    "SUITES_GROUP",
     "TEMPERATURE",
     "TOP_P",
     "EvalRun",
@@ -47,6 +52,7 @@ __all__ = [
     "data_spec",
     "fmt_number",
     "get_suite",
+    "load_suite_entry_points",
     "model_info",
     "register_suite",
     "shared",
@@ -284,6 +290,11 @@ class Suite:
 
 
 SUITES: dict[str, type[Suite]] = {}
+#: The entry-point group of suites that other packages add to ``complexformer evaluate``: each
+#: entry point names a :class:`Suite` subclass, under the suite's ``name`` (the lab's is
+#: ``heads = "complexformer_lab.evaluation.heads:HeadsSuite"``, declared in pyproject.toml).
+SUITES_GROUP = "complexformer.suites"
+_warned: set[str] = set()
 
 
 def register_suite(cls: type[Suite]) -> type[Suite]:
@@ -292,6 +303,30 @@ def register_suite(cls: type[Suite]) -> type[Suite]:
         raise ValueError(f"evaluation suite {cls.name!r} is already registered")
     SUITES[cls.name] = cls
     return cls
+
+
+def load_suite_entry_points() -> None:
+    """Register every suite of :data:`SUITES_GROUP`. One that fails to load, is not a
+    :class:`Suite` subclass or is named other than its suite is left out with one warning on
+    stderr naming its entry point (once per process), and the other suites go on."""
+    for ep in sorted(entry_points(group=SUITES_GROUP), key=lambda e: e.name):
+        if ep.name in SUITES:
+            continue
+        try:
+            cls = ep.load()
+            if not (isinstance(cls, type) and issubclass(cls, Suite)):
+                raise TypeError(f"{cls!r} is not a Suite subclass")
+            if cls.name != ep.name:
+                raise ValueError(f"the suite is named {cls.name!r}, not {ep.name!r}")
+            register_suite(cls)
+        except Exception as e:  # noqa: BLE001 - any failure of a provider leaves it out
+            if ep.name not in _warned:
+                _warned.add(ep.name)
+                print(
+                    f"complexformer: warning: the suite of entry point {ep.name!r} "
+                    f"({ep.value}) is left out: {type(e).__name__}: {e}",
+                    file=sys.stderr,
+                )
 
 
 def get_suite(name: str) -> type[Suite]:

@@ -26,12 +26,12 @@ from complexformer.attention import (
     rope_frequencies,
 )
 from complexformer.attention.schemes import PAIRS
-from complexformer.evaluation.heads import (
+from complexformer.models import ComplexFormerLM, GPTConfig
+from complexformer_lab.evaluation.heads import (
     attention_probabilities,
     head_score_measures,
     score_variants,
 )
-from complexformer.models import ComplexFormerLM, GPTConfig
 
 V = 29
 ANGLE = 0.3  # radians per position

@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from importlib.metadata import EntryPoint
 
 import pytest
 import torch
 from torch import nn
 
 from complexformer.config import ConfigBase
-from complexformer.evaluation import (  # noqa: F401  (registers the suites)
-    code_suite,
-    extrapolation,
-    heads,
-    math_suite,
-    ppl,
-    text,
-)
+from complexformer.evaluation import suite as suite_module
+from complexformer.evaluation.cli import register_suites
 from complexformer.evaluation.suite import (
     SUITES,
+    SUITES_GROUP,
     EvalRun,
     Suite,
     data_spec,
@@ -31,6 +27,7 @@ from complexformer.evaluation.suite import (
 
 
 def test_every_suite_is_registered_with_its_options():
+    register_suites()
     assert {"ppl", "text", "code", "math", "extrapolation", "heads"} <= set(SUITES)
     for name, cls in SUITES.items():
         assert cls.name == name and cls.description
@@ -88,6 +85,43 @@ def test_the_skeleton_runs_the_stages_and_writes_the_report(tmp_path):
         assert _Toy().run(EvalRun(model))["files"] == {}  # nothing written without out_dir
     finally:
         SUITES.pop("toy", None)
+
+
+NOT_A_SUITE = object()
+
+
+def test_suites_of_the_entry_point_group_are_added_and_a_bad_one_is_left_out(monkeypatch, capsys):
+    """A Suite subclass named in SUITES_GROUP joins the registry; one that does not import,
+    is not a Suite or is named other than its suite is left out with one warning each."""
+    group = [
+        EntryPoint("toy", f"{__name__}:_Toy", SUITES_GROUP),
+        EntryPoint("missing", "no_such_module_of_complexformer:Suite", SUITES_GROUP),
+        EntryPoint("not-a-suite", f"{__name__}:NOT_A_SUITE", SUITES_GROUP),
+        EntryPoint("renamed", f"{__name__}:_Toy", SUITES_GROUP),
+    ]
+    monkeypatch.setattr(suite_module, "entry_points", lambda group: list(group_of[group]))
+    group_of = {SUITES_GROUP: group}
+    monkeypatch.setattr(suite_module, "_warned", set())
+    try:
+        suite_module.load_suite_entry_points()
+        suite_module.load_suite_entry_points()  # a second call warns no more
+        assert get_suite("toy") is _Toy
+        assert "renamed" not in SUITES and "not-a-suite" not in SUITES
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 3, err
+        assert "'missing' (no_such_module_of_complexformer:Suite) is left out" in err[0]
+        assert "'not-a-suite'" in err[1] and "is not a Suite subclass" in err[1]
+        assert "'renamed'" in err[2] and "named 'toy', not 'renamed'" in err[2]
+    finally:
+        SUITES.pop("toy", None)
+
+
+def test_the_lab_adds_the_heads_suite_through_the_entry_point_group():
+    from complexformer_lab.evaluation.heads import HeadsSuite
+
+    installed = {ep.name: ep.value for ep in suite_module.entry_points(group=SUITES_GROUP)}
+    assert installed == {"heads": "complexformer_lab.evaluation.heads:HeadsSuite"}
+    assert register_suites()["heads"] is HeadsSuite
 
 
 def test_shared_helpers():

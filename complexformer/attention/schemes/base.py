@@ -12,8 +12,9 @@ ComplexFormer paper (Shao et al. 2025, Tables 1 and 4) act at four places, and a
    (:meth:`max_length`);
 3. the phase contrastive loss (Shao et al. 2025, §3.2): the per-head phases it yields
    (:meth:`rotate_with_phases`, when :attr:`has_phases`);
-4. the head analysis (``complexformer.evaluation.heads``): the score terms it can separate
-   (:attr:`score_terms`) and the scores with each term removed (:meth:`score_variants`).
+4. the head analysis (the lab's ``complexformer_lab.evaluation.heads``): the score terms it
+   can separate (:attr:`score_terms`) and the scores with each term removed
+   (:meth:`score_variants`).
 
 Parameters and buffers live on the attention layer and the model under fixed names
 (``attn.omega``, ``attn.adapt_delta``, ``attn.adapt_bias``, ``attn.slopes``, ``wpe``), so

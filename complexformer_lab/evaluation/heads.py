@@ -53,22 +53,12 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
-from ..attention.functional import causal_mask
-from ..attention.module import CausalSelfAttention
-from ..cli.options import int_list
-from ..config import ConfigBase
-from ..data import load_corpus, load_token_splits
-from ..runtime import eval_mode
-from ..storage import atomic_write
-from .heads_report import (
-    MEASURE_LABELS,
-    MEASURES,
-    STAT_NAMES,
-    heads_markdown,
-    plot_attention,
-    plot_grids,
-)
-from .suite import (
+from complexformer.attention.functional import causal_mask
+from complexformer.attention.module import CausalSelfAttention
+from complexformer.cli.options import int_list
+from complexformer.config import ConfigBase
+from complexformer.data import load_corpus, load_token_splits
+from complexformer.evaluation.suite import (
     BATCH_SIZE,
     DATA,
     SEED,
@@ -76,8 +66,18 @@ from .suite import (
     Suite,
     data_spec,
     option,
-    register_suite,
     shared,
+)
+from complexformer.runtime import eval_mode
+from complexformer.storage import atomic_write
+
+from .heads_report import (
+    MEASURE_LABELS,
+    MEASURES,
+    STAT_NAMES,
+    heads_markdown,
+    plot_attention,
+    plot_grids,
 )
 
 __all__ = [
@@ -437,7 +437,6 @@ def run_heads_suite(
     return HeadsSuite(config).run(run, out_dir)
 
 
-@register_suite
 class HeadsSuite(Suite):
     """The per-head analysis (see :func:`run_heads_suite`)."""
 

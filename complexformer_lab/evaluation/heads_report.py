@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
-from ..results import markdown_table
-from ..storage import atomic_output
-from .suite import fmt_number
+from complexformer.evaluation.suite import fmt_number
+from complexformer.results import markdown_table
+from complexformer.storage import atomic_output
 
 __all__ = [
     "MEASURES",

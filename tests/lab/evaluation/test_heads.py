@@ -11,7 +11,9 @@ import torch
 from torch.testing import assert_close
 
 from complexformer.attention import SCHEMES, cmha_reference, rope_frequencies
-from complexformer.evaluation.heads import (
+from complexformer.lm import load_run
+from complexformer.models import ComplexFormerLM, GPTConfig
+from complexformer_lab.evaluation.heads import (
     HeadsConfig,
     adaptation_stats,
     attention_probabilities,
@@ -19,8 +21,6 @@ from complexformer.evaluation.heads import (
     run_heads_suite,
     score_variants,
 )
-from complexformer.lm import load_run
-from complexformer.models import ComplexFormerLM, GPTConfig
 
 V = 40
 
