@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from complexformer.attention import SCHEMES, cmha_reference, rope_frequencies
+from complexformer.attention import SCHEMES, causal_mask, cmha_reference, rope_frequencies
 from complexformer.lm import load_run
 from complexformer.models import ComplexFormerLM, GPTConfig
 from complexformer_lab.evaluation.heads import (
@@ -21,6 +21,7 @@ from complexformer_lab.evaluation.heads import (
     run_heads_suite,
     score_variants,
 )
+from tests.attention import toy_schemes_testlib as toys
 
 V = 40
 
@@ -351,3 +352,36 @@ def test_suite_reproducible_and_non_cmha(heads_out, tiny_run, make_tiny_run, tmp
 def test_config_validation(kw):
     with pytest.raises(ValueError):
         HeadsConfig(**kw)
+
+
+# ------------------------------------------------- a scheme added by a user is analysed too
+@pytest.fixture
+def registered_toys():
+    with toys.registered_toys():
+        yield
+    assert not set(toys.TOYS) & set(SCHEMES)
+
+
+@pytest.mark.parametrize("scheme", toys.TOYS)
+def test_the_analysis_separates_the_terms_of_a_toy_scheme(registered_toys, scheme):
+    model = toys.make(scheme)
+    torch.manual_seed(1)
+    q, k = torch.randn(2, 2, 2, 9, 8, dtype=torch.float64).unbind(0)
+    got = score_variants(model.blocks[0].attn, q, k)
+    for key, want in toys.literal_scores(scheme, q, k).items():
+        assert_close(got[key], want, msg=key)
+    meas = head_score_measures(model, torch.randint(0, toys.V, (3, 16)))
+    for row in meas["semantic_share"]:
+        assert all(v is not None and 0.0 <= v <= 1.0 for v in row), meas["semantic_share"]
+
+
+@pytest.mark.parametrize("scheme", toys.TOYS)
+def test_attention_probabilities_of_a_toy_scheme_are_the_literal_ones(registered_toys, scheme):
+    model = toys.make(scheme)
+    x = torch.randint(0, toys.V, (1, 12))
+    probs = attention_probabilities(model, x, layers=[0])[0]
+    h = model.blocks[0].ln1(model.wte(x))  # layer 0's input (pre-norm, no absolute positions)
+    q, k, _ = model.blocks[0].attn.project_qkv(h)
+    s = toys.literal_scores(scheme, q, k)["full"]
+    mask = causal_mask(12, 12)
+    assert_close(probs, torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1))
