@@ -13,10 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from importlib.metadata import entry_points
 from pathlib import Path
 
-from ..runtime import cpu_settings, missing_extra, require
+from ..runtime import cpu_settings, missing_extra, require, use_entry_points
 from .options import (
     add_base,
     add_device,
@@ -415,24 +414,14 @@ def build_parser() -> argparse.ArgumentParser:
 #: each is a function ``add_parsers(sub)`` given the subparsers of the ``complexformer``
 #: parser (the lab's is ``complexformer_lab.cli:add_parsers``, declared in pyproject.toml).
 COMMANDS_GROUP = "complexformer.commands"
-_warned: set[str] = set()
 
 
 def add_command_providers(sub) -> None:
     """Call every provider of :data:`COMMANDS_GROUP` on ``sub``, in the order of their
     names. A provider that fails to load or to add its parsers is left out with one warning on
-    stderr naming its entry point (once per process), and the library's commands go on."""
-    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
-        try:
-            ep.load()(sub)
-        except Exception as e:  # noqa: BLE001 - any failure of a provider leaves it out
-            if ep.name not in _warned:
-                _warned.add(ep.name)
-                print(
-                    f"complexformer: warning: the commands of entry point {ep.name!r} "
-                    f"({ep.value}) are left out: {type(e).__name__}: {e}",
-                    file=sys.stderr,
-                )
+    stderr naming its entry point (once per process,
+    :func:`~complexformer.runtime.use_entry_points`), and the library's commands go on."""
+    use_entry_points(COMMANDS_GROUP, lambda ep: ep.load()(sub))
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:

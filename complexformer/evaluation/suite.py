@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,6 +30,7 @@ from ..cli.options import shared_option
 from ..config import ConfigBase, unknown_key_error
 from ..lm import load_run
 from ..results import write_report
+from ..runtime import use_entry_points
 
 __all__ = [
     "BATCH_SIZE",
@@ -294,7 +293,6 @@ SUITES: dict[str, type[Suite]] = {}
 #: entry point names a :class:`Suite` subclass, under the suite's ``name`` (the lab's is
 #: ``heads = "complexformer_lab.evaluation.heads:HeadsSuite"``, declared in pyproject.toml).
 SUITES_GROUP = "complexformer.suites"
-_warned: set[str] = set()
 
 
 def register_suite(cls: type[Suite]) -> type[Suite]:
@@ -308,25 +306,20 @@ def register_suite(cls: type[Suite]) -> type[Suite]:
 def load_suite_entry_points() -> None:
     """Register every suite of :data:`SUITES_GROUP`. One that fails to load, is not a
     :class:`Suite` subclass or is named other than its suite is left out with one warning on
-    stderr naming its entry point (once per process), and the other suites go on."""
-    for ep in sorted(entry_points(group=SUITES_GROUP), key=lambda e: e.name):
+    stderr naming its entry point (once per process,
+    :func:`~complexformer.runtime.use_entry_points`), and the other suites go on."""
+
+    def use(ep) -> None:
         if ep.name in SUITES:
-            continue
-        try:
-            cls = ep.load()
-            if not (isinstance(cls, type) and issubclass(cls, Suite)):
-                raise TypeError(f"{cls!r} is not a Suite subclass")
-            if cls.name != ep.name:
-                raise ValueError(f"the suite is named {cls.name!r}, not {ep.name!r}")
-            register_suite(cls)
-        except Exception as e:  # noqa: BLE001 - any failure of a provider leaves it out
-            if ep.name not in _warned:
-                _warned.add(ep.name)
-                print(
-                    f"complexformer: warning: the suite of entry point {ep.name!r} "
-                    f"({ep.value}) is left out: {type(e).__name__}: {e}",
-                    file=sys.stderr,
-                )
+            return
+        cls = ep.load()
+        if not (isinstance(cls, type) and issubclass(cls, Suite)):
+            raise TypeError(f"{cls!r} is not a Suite subclass")
+        if cls.name != ep.name:
+            raise ValueError(f"the suite is named {cls.name!r}, not {ep.name!r}")
+        register_suite(cls)
+
+    use_entry_points(SUITES_GROUP, use)
 
 
 def get_suite(name: str) -> type[Suite]:

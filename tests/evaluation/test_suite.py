@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from complexformer.config import ConfigBase
-from complexformer.evaluation import suite as suite_module
 from complexformer.evaluation.cli import register_suites
 from complexformer.evaluation.suite import (
     SUITES,
@@ -21,9 +20,11 @@ from complexformer.evaluation.suite import (
     data_spec,
     fmt_number,
     get_suite,
+    load_suite_entry_points,
     model_info,
     register_suite,
 )
+from complexformer.runtime import plugins
 
 
 def test_every_suite_is_registered_with_its_options():
@@ -99,17 +100,20 @@ def test_suites_of_the_entry_point_group_are_added_and_a_bad_one_is_left_out(mon
         EntryPoint("not-a-suite", f"{__name__}:NOT_A_SUITE", SUITES_GROUP),
         EntryPoint("renamed", f"{__name__}:_Toy", SUITES_GROUP),
     ]
-    monkeypatch.setattr(suite_module, "entry_points", lambda group: list(group_of[group]))
+    monkeypatch.setattr(plugins, "entry_points", lambda group: list(group_of[group]))
     group_of = {SUITES_GROUP: group}
-    monkeypatch.setattr(suite_module, "_warned", set())
+    monkeypatch.setattr(plugins, "_warned", set())
     try:
-        suite_module.load_suite_entry_points()
-        suite_module.load_suite_entry_points()  # a second call warns no more
+        load_suite_entry_points()
+        load_suite_entry_points()  # a second call warns no more
         assert get_suite("toy") is _Toy
         assert "renamed" not in SUITES and "not-a-suite" not in SUITES
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 3, err
-        assert "'missing' (no_such_module_of_complexformer:Suite) is left out" in err[0]
+        assert err[0].startswith(
+            "complexformer: warning: entry point 'missing' (no_such_module_of_complexformer:Suite) "
+            "of group complexformer.suites is left out: ModuleNotFoundError"
+        ), err[0]
         assert "'not-a-suite'" in err[1] and "is not a Suite subclass" in err[1]
         assert "'renamed'" in err[2] and "named 'toy', not 'renamed'" in err[2]
     finally:
@@ -119,7 +123,7 @@ def test_suites_of_the_entry_point_group_are_added_and_a_bad_one_is_left_out(mon
 def test_the_lab_adds_the_heads_suite_through_the_entry_point_group():
     from complexformer_lab.evaluation.heads import HeadsSuite
 
-    installed = {ep.name: ep.value for ep in suite_module.entry_points(group=SUITES_GROUP)}
+    installed = {ep.name: ep.value for ep in plugins.entry_points(group=SUITES_GROUP)}
     assert installed == {"heads": "complexformer_lab.evaluation.heads:HeadsSuite"}
     assert register_suites()["heads"] is HeadsSuite
 

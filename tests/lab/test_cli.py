@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from importlib.metadata import EntryPoint
 
-import complexformer.cli as cli
 from complexformer.cli import COMMANDS_GROUP, build_parser
+from complexformer.runtime import plugins
 
 LIBRARY = ("train", "prepare", "generate", "evaluate", "info", "export", "retrofit",
            "cbert-complexify", "cbert-predict")  # fmt: skip
@@ -21,16 +21,21 @@ def _commands(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def test_the_lab_is_an_entry_point_and_its_commands_follow_the_library_s():
-    names = {ep.name: ep.value for ep in cli.entry_points(group=COMMANDS_GROUP)}
+    names = {ep.name: ep.value for ep in plugins.entry_points(group=COMMANDS_GROUP)}
     assert names.get("lab") == "complexformer_lab.cli:add_parsers"
     assert _commands(build_parser()) == [*LIBRARY, *LAB]
 
 
 def test_a_broken_provider_warns_once_and_the_commands_go_on(monkeypatch, capsys):
-    real = list(cli.entry_points(group=COMMANDS_GROUP))
+    real = list(plugins.entry_points(group=COMMANDS_GROUP))
     broken = EntryPoint("broken", "no_such_module_of_complexformer:add_parsers", COMMANDS_GROUP)
-    monkeypatch.setattr(cli, "entry_points", lambda group: [broken, *real])
-    monkeypatch.setattr(cli, "_warned", set())
+    original = plugins.entry_points
+    monkeypatch.setattr(
+        plugins,
+        "entry_points",
+        lambda group: [broken, *real] if group == COMMANDS_GROUP else original(group=group),
+    )
+    monkeypatch.setattr(plugins, "_warned", set())
     for _ in range(2):
         parser = build_parser()
         assert _commands(parser) == [*LIBRARY, *LAB]
@@ -41,5 +46,10 @@ def test_a_broken_provider_warns_once_and_the_commands_go_on(monkeypatch, capsys
 
 
 def test_without_providers_the_library_s_commands_stand_alone(monkeypatch):
-    monkeypatch.setattr(cli, "entry_points", lambda group: [])
+    original = plugins.entry_points
+    monkeypatch.setattr(
+        plugins,
+        "entry_points",
+        lambda group: [] if group == COMMANDS_GROUP else original(group=group),
+    )
     assert _commands(build_parser()) == list(LIBRARY)
