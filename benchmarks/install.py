@@ -94,7 +94,9 @@ def measure(workdir: Path, run_steps: int) -> tuple[list[dict[str, Any]], dict[s
     run_s, run_text = _run(
         ["make", "run", f"RUN_STEPS={run_steps}"], clone, env, logs / "make_run.log"
     )
-    ci_s, ci_text = _run(["bash", ".ci/run"], clone, env, logs / "ci_run.log")
+    # .ci/run's suite checks the README's count of fast tests, which this run is recording.
+    ci_env = {**env, "COMPLEXFORMER_RECORDING_TEST_COUNT": "1"}
+    ci_s, ci_text = _run(["bash", ".ci/run"], clone, ci_env, logs / "ci_run.log")
     summary = parse_pytest_summary(ci_text)
     records = [
         {"step": "make run's install", "seconds": install_s},

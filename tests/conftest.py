@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,9 @@ def _one_thread(request):
 #: benchmarks.install's record, whose count of fast tests the README shows.
 INSTALL_RECORD = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "install.json"
 _STALE_COUNT = pytest.StashKey[str]()
+#: Set by benchmarks.install for the clone's ``.ci/run``: it is recording the count, which the
+#: commit it measures may not have yet.
+RECORDING = "COMPLEXFORMER_RECORDING_TEST_COUNT"
 
 
 def _whole_suite(config) -> bool:
@@ -64,7 +68,7 @@ def _whole_suite(config) -> bool:
 
 def _check_test_count(config, collected: int) -> None:
     """Fail the session when the README's count of fast tests is not the suite's."""
-    if not _whole_suite(config) or not INSTALL_RECORD.is_file():
+    if os.environ.get(RECORDING) or not _whole_suite(config) or not INSTALL_RECORD.is_file():
         return
     recorded = json.loads(INSTALL_RECORD.read_text(encoding="utf-8"))["ratios"].get("fast_tests")
     if recorded is not None and recorded != collected:
