@@ -92,8 +92,13 @@ def pytest_xdist_node_collection_finished(node, ids):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    message = session.config.stash.get(_STALE_COUNT, None)
+    """A stale count fails a session that passed."""
+    if session.config.stash.get(_STALE_COUNT, None) is not None and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Say why, at the end of the report (after the warnings, before the final line)."""
+    message = config.stash.get(_STALE_COUNT, None)
     if message is not None:
-        session.config.get_terminal_writer().line(f"\nFAILED stale README: {message}", red=True)
-        if session.exitstatus == 0:
-            session.exitstatus = 1
+        terminalreporter.write_line(f"FAILED stale README: {message}", red=True)

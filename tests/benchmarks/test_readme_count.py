@@ -35,6 +35,7 @@ def test_a_stale_count_fails_the_session_and_says_what_to_run(tmp_path, workers)
         "from pathlib import Path\n"
         "import tests.conftest as suite\n"
         "from tests.conftest import (pytest_collection_finish, pytest_sessionfinish,\n"
+        "                            pytest_terminal_summary,\n"
         "                            pytest_xdist_node_collection_finished)\n"
         "suite.INSTALL_RECORD = Path(__file__).with_name('install.json')\n"
     )
@@ -52,6 +53,8 @@ def test_a_stale_count_fails_the_session_and_says_what_to_run(tmp_path, workers)
     assert stale.returncode == 1, stale.stdout + stale.stderr
     assert "the README shows 4 fast tests" in stale.stdout
     assert "the suite collects 3" in stale.stdout and "benchmarks.install" in stale.stdout
+    last = stale.stdout.strip().splitlines()[-2:]  # the reason, then the final line
+    assert last[0].startswith("FAILED stale README") and "passed" in last[1], last
     recording = _run(tmp_path, 4, workers, recording=True)
     assert recording.returncode == 0 and "README" not in recording.stdout, recording.stdout
     fresh = _run(tmp_path, 3, workers)
