@@ -323,7 +323,10 @@ def load_suite_entry_points() -> None:
 
 
 def get_suite(name: str) -> type[Suite]:
-    """The suite registered as ``name``; an unknown name lists the known ones."""
+    """The suite registered as ``name``, looked up in :data:`SUITES_GROUP` too when it is not
+    registered yet; an unknown name lists the known ones."""
+    if name not in SUITES:
+        load_suite_entry_points()
     try:
         return SUITES[name]
     except KeyError:

@@ -126,6 +126,11 @@ def test_the_lab_adds_the_heads_suite_through_the_entry_point_group():
     installed = {ep.name: ep.value for ep in plugins.entry_points(group=SUITES_GROUP)}
     assert installed == {"heads": "complexformer_lab.evaluation.heads:HeadsSuite"}
     assert register_suites()["heads"] is HeadsSuite
+    del SUITES["heads"]  # as in a process that has not built the evaluate command
+    try:
+        assert get_suite("heads") is HeadsSuite  # found in the group by name
+    finally:
+        SUITES["heads"] = HeadsSuite
 
 
 def test_shared_helpers():
