@@ -94,14 +94,15 @@ NOT_A_SUITE = object()
 def test_suites_of_the_entry_point_group_are_added_and_a_bad_one_is_left_out(monkeypatch, capsys):
     """A Suite subclass named in SUITES_GROUP joins the registry; one that does not import,
     is not a Suite or is named other than its suite is left out with one warning each."""
-    group = [
+    group_eps = [
         EntryPoint("toy", f"{__name__}:_Toy", SUITES_GROUP),
         EntryPoint("missing", "no_such_module_of_complexformer:Suite", SUITES_GROUP),
         EntryPoint("not-a-suite", f"{__name__}:NOT_A_SUITE", SUITES_GROUP),
         EntryPoint("renamed", f"{__name__}:_Toy", SUITES_GROUP),
     ]
-    monkeypatch.setattr(plugins, "entry_points", lambda group: list(group_of[group]))
-    group_of = {SUITES_GROUP: group}
+    monkeypatch.setattr(
+        plugins, "entry_points", lambda group: group_eps if group == SUITES_GROUP else []
+    )
     monkeypatch.setattr(plugins, "_warned", set())
     try:
         load_suite_entry_points()
