@@ -29,6 +29,7 @@ from typing import Any
 import torch.distributed as tdist
 from torch.distributed.distributed_c10d import _get_default_store
 
+from ..data.barrier import LeaderFailedError
 from .dist import DistInfo
 from .preempt import RunStopped
 
@@ -57,7 +58,11 @@ class PeerFailures:
 
     On leaving the block with an exception (other than :class:`RunStopped`), the failure is
     published, or, when another rank failed first, :class:`PeerFailedError` is raised with
-    that rank's message in its place. A no-op on a single process.
+    that rank's message in its place. An exception that itself reports another rank's failure
+    (:class:`PeerFailedError`, or the :class:`~complexformer.data.barrier.LeaderFailedError` of
+    a rank that waited for rank 0's data) is never published: were it first in the store, the
+    rank that really failed would be told of its own failure as another rank's. A no-op on a
+    single process.
 
     Args:
         dist: this process's place in the process group.
@@ -138,6 +143,9 @@ class PeerFailures:
             self._thread.join()
             self._thread = None
         if exc is None or isinstance(exc, (RunStopped, PeerFailedError)) or not self.active:
+            return
+        if isinstance(exc, LeaderFailedError):  # rank 0's own error, read from its file
+            self._acknowledge()  # rank 0 need not wait for this rank to read it again
             return
         message = self.peer_message()
         if message is not None and not message.startswith(f"rank {self.rank} "):
