@@ -240,6 +240,9 @@ class CmplxBertConfig(ConfigBase):
         whiten: complex LayerNorm whitening, ``"scalar"`` (default) or ``"full"`` (Trabelsi's
             2×2 covariance whitening, as the paper). Both equal the original LayerNorm on a
             real input; see docs/cmplxbert.md for why ``"scalar"`` is the default.
+            ``"full"`` with modulus scores needs ``start="paper"``: at the keep start's real
+            hidden states its gradient in the imaginary part is 1/√eps per LayerNorm, and
+            the first step's gradients overflow.
         layer_norm_eps: eps of the complex LayerNorms; ``None`` keeps the model's own
             (``layer_norm_eps``, 1e-12 for BERT).
         train_norms: train the complex LayerNorm affines (2×2 weight and complex bias).
@@ -307,6 +310,14 @@ class CmplxBertConfig(ConfigBase):
         _choice(self.heads, "heads", HEADS, w)
         _choice(self.start, "start", STARTS, w)
         _choice(self.activation, "activation", ACTIVATIONS, w)
+        if self.whiten == "full" and self.start == "keep" and self.attention_score == "modulus":
+            raise ValueError(
+                f"{w}: whiten='full' with start='keep' and attention_score='modulus' cannot "
+                "train: the keep start's hidden states are real, where the full whitening "
+                "multiplies the gradient of the imaginary part by 1/sqrt(eps) per LayerNorm "
+                "(1e6 at BERT's eps), so the first step's gradients overflow (docs/cmplxbert.md, "
+                "'LayerNorm whitening'); use whiten='scalar' or start='paper'"
+            )
         c = self.start_offset
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not c > 0:
             raise ValueError(f"{w}: start_offset must be a number > 0, got {c!r}")

@@ -147,6 +147,11 @@ def test_cli_errors_name_the_bad_value(tmp_path, capsys):
         == 2
     )
     assert "holds no config.json" in capsys.readouterr().err
+    full_keep = ["--attention-score", "modulus", "--whiten", "full", "--start", "keep"]
+    argv = ["cbert-complexify", "--base", "minilm", "--data", "stdlib", "--out"]
+    assert main([*argv, str(tmp_path / "fk"), *full_keep]) == 2
+    assert "use whiten='scalar' or start='paper'" in capsys.readouterr().err
+    assert not (tmp_path / "fk").exists()
 
 
 def test_a_missing_local_base_says_no_such_file_before_any_hub_lookup(tmp_path, capsys):

@@ -118,6 +118,17 @@ def test_lora_config_bad_values(cls, kw, msg):
         cls(**kw)
 
 
+def test_full_whitening_with_the_keep_start_of_modulus_scores_is_refused():
+    with pytest.raises(ValueError, match="whiten='full' with start='keep' and attention_sc"):
+        CmplxBertConfig(whiten="full")  # modulus scores and the keep start are the defaults
+    with pytest.raises(ValueError, match="use whiten='scalar' or start='paper'"):
+        CmplxBertConfig.paper(start="keep")
+    # the neighbours of the refused combination are allowed
+    assert CmplxBertConfig(whiten="full", start="paper").whiten == "full"
+    assert CmplxBertConfig(whiten="full", attention_score="real").start == "keep"
+    assert CmplxBertConfig(whiten="scalar").start == "keep"
+
+
 def test_lora_config_target_matching():
     c = ComplexLoRAConfig(target_modules=["query", "attention.output.dense"])
     assert c.is_target("bert.encoder.layer.3.attention.self.query")

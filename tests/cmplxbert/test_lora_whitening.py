@@ -15,6 +15,7 @@ import math
 
 import pytest
 import torch
+from torch.testing import assert_close
 
 from tests.cmplxbert.lora_testlib import batch, mask_tokens, tiny_model
 
@@ -47,6 +48,30 @@ def test_lora_full_whitening_amplifies_a_tiny_imaginary_part():
             ratios[whiten] = _im_over_re(cb(ids, attention_mask=mask).last_hidden_state)
     assert ratios["scalar"] < 1e-2, ratios
     assert ratios["full"] > 0.3, ratios  # Im blown up to the size of Re
+
+
+def test_full_whitening_gradient_in_the_imaginary_part_of_a_real_input_is_one_over_sqrt_eps():
+    """Why ``whiten="full"`` cannot train from the keep start's real hidden states: at Im = 0
+    the 2x2 whitening's derivative in Im is, in closed form (vri = 0, vii = eps),
+    dL/dci = r·g_im − (1/(s·t))·cr·(cr·g_im)/n with r = 1/√eps, s = √(vrr·eps),
+    t = √vrr + √eps, then centred; scalar whitening's is O(1)."""
+    from complexformer.nn.functional import planar_layer_norm
+
+    n, eps = 32, 1e-12
+    g = torch.Generator().manual_seed(0)
+    x = torch.zeros(2, n, dtype=torch.float64)
+    x[0] = 2.0 * torch.randn(n, generator=g, dtype=torch.float64) + 0.5  # real input
+    x.requires_grad_(True)
+    gy = torch.randn(2, n, generator=g, dtype=torch.float64)
+    (gx,) = torch.autograd.grad(planar_layer_norm(x, eps=eps, whiten="full"), x, gy)
+    cr = x.detach()[0] - x.detach()[0].mean()
+    vrr = (cr * cr).mean() + eps
+    s, t = torch.sqrt(vrr * eps), torch.sqrt(vrr) + math.sqrt(eps)
+    want = gy[1] / math.sqrt(eps) - cr * (cr @ gy[1]) / (n * s * t)
+    assert_close(gx[1], want - want.mean(), rtol=1e-6, atol=0.0)
+    assert float(gx[1].abs().max()) > 1e5  # ~1e6 times the upstream gradient
+    (gx_scalar,) = torch.autograd.grad(planar_layer_norm(x, eps=eps, whiten="scalar"), x, gy)
+    assert float(gx_scalar[1].abs().max()) < 10.0
 
 
 def _stdlib_text() -> list[str]:
@@ -112,11 +137,13 @@ def test_lora_whitening_measure_mlm_loss_after_first_steps_minilm():
     )
 
     # 2) complexify and measure the eval loss right after the first optimizer steps
-    def run(lr: float, score: str, whiten: str, steps: int, every: int):
+    def run(lr: float, score: str, whiten: str, steps: int, every: int, start: str = "paper"):
         model = BertForMaskedLM.from_pretrained(d, local_files_only=True)
         model.load_state_dict(state)
         torch.manual_seed(0)
-        cb = complexify(model, r=8, attention_score=score, head_output=score, whiten=whiten)
+        cb = complexify(
+            model, r=8, attention_score=score, head_output=score, whiten=whiten, start=start
+        )
         opt = torch.optim.AdamW(
             [p for p in cb.parameters() if p.requires_grad], lr=lr, weight_decay=0.0
         )
@@ -137,17 +164,24 @@ def test_lora_whitening_measure_mlm_loss_after_first_steps_minilm():
             loss.backward()
             opt.step()
         cells = " ".join(f"{st}: {lo:.3f} ({r:.0e})" for st, lo, r in row)
-        print(f"lr={lr:g} score={score:8s} whiten={whiten:6s} | {cells}", flush=True)
+        print(f"lr={lr:g} {score:8s} {whiten:6s} start={start:5s} | {cells}", flush=True)
         return row
 
+    # The paper's zero start for both whitening choices (with modulus scores, full whitening
+    # and the keep start are refused: see the closed-form test above), and the library's keep
+    # start with scalar whitening beside it.
     results = {}
     for lr in (1e-5, 1e-4):
         for score in ("real", "modulus"):
             for whiten in ("scalar", "full"):
-                results[(lr, score, whiten)] = run(lr, score, whiten, steps=5, every=1)
-    for whiten in ("scalar", "full"):  # a longer horizon, the paper's setting
-        results[(1e-4, "modulus-30", whiten)] = run(1e-4, "modulus", whiten, steps=30, every=10)
-    for (_, score, _), row in results.items():
+                results[(lr, score, whiten, "paper")] = run(lr, score, whiten, 5, 1)
+        results[(lr, "modulus", "scalar", "keep")] = run(lr, "modulus", "scalar", 5, 1, "keep")
+    for whiten, start in (("scalar", "paper"), ("full", "paper"), ("scalar", "keep")):
+        results[(1e-4, "modulus-30", whiten, start)] = run(1e-4, "modulus", whiten, 30, 10, start)
+    for (_, score, _, start), row in results.items():
         assert all(math.isfinite(lo) for _, lo, _ in row)
-        if score == "real":  # step 0 = the real model exactly
-            assert abs(row[0][1] - real_loss) < 1e-3
+        if score == "real" or start == "keep":  # step 0 keeps the real model
+            tol = 1e-3 if score == "real" else 0.05 * real_loss
+            assert abs(row[0][1] - real_loss) < tol
+    with pytest.raises(ValueError, match="use whiten='scalar' or start='paper'"):
+        run(1e-4, "modulus", "full", 1, 1, "keep")
