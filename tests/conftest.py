@@ -46,6 +46,21 @@ def _one_thread(request):
     torch.set_num_threads(n)
 
 
+# ------------------------------------------------------------------- long tests start first
+#: Fast tests of over a minute on two cores (``pytest --durations``): started first, so that
+#: under pytest-xdist (``make test``) the other worker runs the rest beside them instead of
+#: waiting for them at the end.
+LONG_TESTS = (
+    "tests/lab/cmplxbert/test_finetune_comparison.py::"
+    "test_cmplxbert_on_minilm_beats_the_majority_class",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Move :data:`LONG_TESTS` to the front; the rest keep their order."""
+    items.sort(key=lambda item: item.nodeid not in LONG_TESTS)
+
+
 # ---------------------------------------------------------------- the README's test count
 #: benchmarks.install's record, whose count of fast tests the README shows.
 INSTALL_RECORD = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "install.json"
