@@ -11,6 +11,7 @@ steps on the packaged pre-trained MiniLM, for both whitening choices and both sc
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -21,7 +22,7 @@ from tests.cmplxbert.lora_testlib import batch, mask_tokens, tiny_model
 
 pytest.importorskip("transformers")
 
-from complexformer.cmplxbert import complexify, find_minilm_dir  # noqa: E402
+from complexformer.cmplxbert import CmplxBertConfig, complexify, find_minilm_dir  # noqa: E402
 
 
 def _im_over_re(z: torch.Tensor) -> float:
@@ -72,6 +73,57 @@ def test_full_whitening_gradient_in_the_imaginary_part_of_a_real_input_is_one_ov
     assert float(gx[1].abs().max()) > 1e5  # ~1e6 times the upstream gradient
     (gx_scalar,) = torch.autograd.grad(planar_layer_norm(x, eps=eps, whiten="scalar"), x, gy)
     assert float(gx_scalar[1].abs().max()) < 10.0
+
+
+def _first_step_gradient(n_layers: int, switch_to: str | None = None, **model_kw) -> float:
+    """Largest |gradient| of the first MLM step of a complexified tiny BERT (BERT's eps);
+    ``switch_to`` sets every complex LayerNorm's whitening after ``complexify``, which is how
+    a combination the config refuses is measured."""
+    ids, mask, tt = batch()
+    hf = tiny_model("BertForMaskedLM", num_hidden_layers=n_layers, layer_norm_eps=1e-12)
+    cb = complexify(hf, r=2, **model_kw)
+    for m in cb.modules():
+        if switch_to is not None and getattr(m, "whiten", None) in ("scalar", "full"):
+            m.whiten = switch_to
+    cb.train()
+    cb(
+        ids, attention_mask=mask, token_type_ids=tt, labels=ids.masked_fill(mask == 0, -100)
+    ).loss.backward()
+    grads = [p.grad for p in cb.parameters() if p.grad is not None]
+    assert all(torch.isfinite(g).all() for g in grads)
+    return max(float(g.abs().max()) for g in grads)
+
+
+def test_the_keep_start_with_full_whitening_multiplies_the_gradient_by_1e6_per_layer_norm():
+    """The refused combination, measured: modulus scores, the keep start and full whitening.
+    Each encoder layer adds two LayerNorms, each a factor 1/sqrt(eps) = 1e6; scalar
+    whitening stays O(1)."""
+    full = [_first_step_gradient(n, "full") for n in (1, 2, 4)]
+    scalar = [_first_step_gradient(n, "scalar") for n in (1, 2, 4)]
+    assert max(scalar) < 1.0, scalar
+    assert 1e10 < full[1] / full[0] < 1e14, full  # two more LayerNorms: about 1e12
+    assert 1e22 < full[2] / full[1] < 1e26, full  # four more: about 1e24
+
+
+def test_every_allowed_combination_has_a_moderate_first_step_gradient():
+    choices = {
+        "attention_score": ("modulus", "real"),
+        "head_output": ("modulus", "real"),
+        "whiten": ("scalar", "full"),
+        "start": ("keep", "paper"),
+        "activation": ("gated", "split"),
+        "heads": ("bert", "linear"),
+    }
+    refused = 0
+    for values in itertools.product(*choices.values()):
+        kw = dict(zip(choices, values, strict=True))
+        try:
+            CmplxBertConfig(**kw)
+        except ValueError:
+            refused += 1
+            continue
+        assert _first_step_gradient(2, **kw) < 1e4, kw
+    assert refused == 8  # modulus scores, full whitening and the keep start
 
 
 def _stdlib_text() -> list[str]:
