@@ -23,6 +23,7 @@ from tests.cmplxbert.lora_testlib import batch, mask_tokens, tiny_model
 pytest.importorskip("transformers")
 
 from complexformer.cmplxbert import CmplxBertConfig, complexify, find_minilm_dir  # noqa: E402
+from complexformer.nn.functional import planar_layer_norm  # noqa: E402
 
 
 def _im_over_re(z: torch.Tensor) -> float:
@@ -56,8 +57,6 @@ def test_full_whitening_gradient_in_the_imaginary_part_of_a_real_input_is_one_ov
     the 2x2 whitening's derivative in Im is, in closed form (vri = 0, vii = eps),
     dL/dci = r·g_im − (1/(s·t))·cr·(cr·g_im)/n with r = 1/√eps, s = √(vrr·eps),
     t = √vrr + √eps, then centred; scalar whitening's is O(1)."""
-    from complexformer.nn.functional import planar_layer_norm
-
     n, eps = 32, 1e-12
     g = torch.Generator().manual_seed(0)
     x = torch.zeros(2, n, dtype=torch.float64)
@@ -82,9 +81,10 @@ def _first_step_gradient(n_layers: int, switch_to: str | None = None, **model_kw
     ids, mask, tt = batch()
     hf = tiny_model("BertForMaskedLM", num_hidden_layers=n_layers, layer_norm_eps=1e-12)
     cb = complexify(hf, r=2, **model_kw)
-    for m in cb.modules():
-        if switch_to is not None and getattr(m, "whiten", None) in ("scalar", "full"):
-            m.whiten = switch_to
+    if switch_to is not None:
+        for m in cb.modules():
+            if getattr(m, "whiten", None) in ("scalar", "full"):
+                m.whiten = switch_to
     cb.train()
     cb(
         ids, attention_mask=mask, token_type_ids=tt, labels=ids.masked_fill(mask == 0, -100)
