@@ -273,7 +273,7 @@ def read_cmplxbert_meta(directory: str | os.PathLike[str]) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(
             f"{directory} is not a CmplxBERT directory (no {CMPLXBERT_FILE}"
-            "); create one with `complexformer complexify`"
+            "); create one with `complexformer cbert-complexify`"
         )
     meta = json.loads(path.read_text(encoding="utf-8"))
     if meta.get("format") != _FORMAT:

@@ -49,7 +49,7 @@ def finetune(
     """Fine-tune every model kind of ``cfg.models`` once per seed and report mean ± std.
 
     Args:
-        model_path: a CmplxBERT directory (from ``complexformer complexify``), or a real BERT
+        model_path: a CmplxBERT directory (from ``complexformer cbert-complexify``), or a real BERT
             (hub name, local directory, or ``minilm``) to complexify without further
             pre-training. The real baselines use the CmplxBERT's base.
         cfg: the settings.

@@ -128,7 +128,8 @@ def test_complexify_then_analyze_then_finetune(tmp_path, monkeypatch, capsys):
 
 def test_cli_errors_name_the_bad_value(tmp_path, capsys):
     assert main(["cbert-embeddings", "--model", str(tmp_path)]) == 2
-    assert "not a CmplxBERT directory" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "not a CmplxBERT directory" in err and "`complexformer cbert-complexify`" in err
     assert main(["cbert-finetune", "--base", "minilm", "--task", str(tmp_path / "none.csv")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
     (tmp_path / "bert").mkdir()
