@@ -443,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError, KeyError, ImportError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         msg = getattr(e, "cli_message", msg)  # an error that knows the command line's flags
+        if isinstance(e, OSError) and e.filename is not None and e.strerror:
+            msg = f"{e.filename}: {e.strerror}"  # not "[Errno 2] ...: 'x'"
         if isinstance(e, ImportError):  # an optional package: name the extra that installs it
             msg = missing_extra(e, f"`complexformer {args.command}`") or msg
         print(f"complexformer {args.command}: error: {msg}", file=sys.stderr)

@@ -28,7 +28,6 @@ from ..cli.options import (
 
 __all__ = [
     "LM_EVAL_TASKS_DIR",
-    "SUITE_ORDER",
     "add_evaluate_parser",
     "cmd_evaluate",
     "out_dir",
@@ -37,8 +36,6 @@ __all__ = [
 
 #: The offline lm-evaluation-harness tasks shipped with the package (its ``--include_path``).
 LM_EVAL_TASKS_DIR = Path(__file__).resolve().parent / "lm_eval_tasks"
-#: The order in which the suites' options are listed (a suite not named here comes last).
-SUITE_ORDER = ("ppl", "text", "code", "math", "extrapolation", "heads", "lm-eval")
 #: Artifact kinds that are causal language models without being ComplexFormer models.
 _OTHER_CAUSAL_LMS = ("retrofit",)
 
@@ -75,8 +72,7 @@ def register_suites() -> dict[str, Any]:
 
     load_suite_entry_points()
 
-    order = {name: i for i, name in enumerate(SUITE_ORDER)}
-    return dict(sorted(SUITES.items(), key=lambda kv: order.get(kv[0], len(order))))
+    return dict(sorted(SUITES.items(), key=lambda kv: (kv[1].position, kv[0])))
 
 
 def _summary(cls: Any) -> str:

@@ -572,6 +572,7 @@ class CodeSuite(Suite):
     """The code suite (see :func:`run_code_suite`)."""
 
     name = "code"
+    position = 20
     description = "pass@k of sampled programs, run in a sandbox and judged by a trusted checker"
     config_class = CodeSuiteConfig
     options = (

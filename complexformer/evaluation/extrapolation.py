@@ -518,6 +518,7 @@ class ExtrapolationSuite(Suite):
     """The length-extrapolation suite (see :func:`run_extrapolation_suite`)."""
 
     name = "extrapolation"
+    position = 40
     description = "perplexity at multiples of the training length, one curve per --model"
     config_class = ExtrapolationConfig
     options = (

@@ -210,6 +210,7 @@ class LmEvalSuite(Suite):
     """lm-evaluation-harness on the run (see the module docstring)."""
 
     name = "lm-eval"
+    position = 90
     description = "EleutherAI's lm-evaluation-harness on the model exported for transformers"
     config_class = LmEvalConfig
     options = (

@@ -639,6 +639,7 @@ class MathSuite(Suite):
     """The math suite (see :func:`run_math_suite`)."""
 
     name = "math"
+    position = 30
     description = "final-answer accuracy on GSM8K, MATH or a JSONL file"
     config_class = MathSuiteConfig
     options = (

@@ -119,6 +119,7 @@ class PplSuite(Suite):
     """Loss and perplexity of a causal language model on a corpus split (see the module)."""
 
     name = "ppl"
+    position = 0
     description = "loss and perplexity of --split of the corpus (any causal language model)"
     config_class = PplConfig
     options = (

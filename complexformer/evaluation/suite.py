@@ -191,6 +191,8 @@ class Suite:
             :meth:`compute` loads them one at a time with :meth:`load` (so only one model is
             in memory at once).
         lists_files: the payload lists the files written (``payload["files"]``).
+        position: where the suite stands in ``--suite``'s choices and the options' help
+            (lower first; ties by name).
 
     Args:
         config: the settings (the config class's defaults when None); validated here.
@@ -203,6 +205,7 @@ class Suite:
     options: ClassVar[tuple[Option, ...]] = ()
     many_runs: ClassVar[bool] = False
     lists_files: ClassVar[bool] = False
+    position: ClassVar[int] = 100
 
     def __init__(
         self, config: ConfigBase | None = None, log: Callable[[str], Any] | None = None

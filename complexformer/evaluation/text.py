@@ -258,6 +258,7 @@ class TextSuite(Suite):
     """The text-generation suite (see :func:`run_text_suite`)."""
 
     name = "text"
+    position = 10
     description = "gen-PPL, Dist-1/2 and Rep-4 of continuations of held-out prompts"
     config_class = TextSuiteConfig
     options = (

@@ -441,6 +441,7 @@ class HeadsSuite(Suite):
     """The per-head analysis (see :func:`run_heads_suite`)."""
 
     name = "heads"
+    position = 50
     description = "CMHA's delta and b per head, semantic vs positional share, attention maps"
     config_class = HeadsConfig
     options = (

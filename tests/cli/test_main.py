@@ -237,6 +237,15 @@ def test_bad_input_errors(tmp_path, corpus, capsys):
         ["generate", "--model", out, "--prompt-file", str(tmp_path / "nofile")], capsys
     )
     assert code == 2 and "nofile" in err
+    # an OSError with a file name is said as "<file>: <reason>", and nothing is written
+    missing, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    argv = ["cbert-predict", "--model", out, "--input", str(missing), "--output", str(dst)]
+    code, err = run_cli(argv, capsys)
+    assert (code, err) == (
+        2,
+        f"complexformer cbert-predict: error: {missing}: No such file or directory\n",
+    )
+    assert not dst.exists()
 
 
 def test_damaged_checkpoint_is_refused_and_good_run_kept(trained, tmp_path, corpus, capsys):

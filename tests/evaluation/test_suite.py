@@ -108,6 +108,7 @@ def test_suites_of_the_entry_point_group_are_added_and_a_bad_one_is_left_out(mon
         load_suite_entry_points()
         load_suite_entry_points()  # a second call warns no more
         assert get_suite("toy") is _Toy
+        assert list(register_suites())[-1] == "toy"  # no position declared: listed last
         assert "renamed" not in SUITES and "not-a-suite" not in SUITES
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 3, err
@@ -126,7 +127,10 @@ def test_the_lab_adds_the_heads_suite_through_the_entry_point_group():
 
     installed = {ep.name: ep.value for ep in plugins.entry_points(group=SUITES_GROUP)}
     assert installed == {"heads": "complexformer_lab.evaluation.heads:HeadsSuite"}
-    assert register_suites()["heads"] is HeadsSuite
+    suites = register_suites()
+    assert suites["heads"] is HeadsSuite
+    # the lab's suite takes the place it declares, between the library's own
+    assert list(suites)[:7] == ["ppl", "text", "code", "math", "extrapolation", "heads", "lm-eval"]
     del SUITES["heads"]  # as in a process that has not built the evaluate command
     try:
         assert get_suite("heads") is HeadsSuite  # found in the group by name
