@@ -53,10 +53,12 @@ __all__ = [
     "build_configs",
     "config_choice",
     "config_file_values",
+    "default_text",
     "float_list",
     "int_list",
     "route_overrides",
     "route_values",
+    "value_type",
 ]
 
 #: The one meaning of each flag; a flag outside this table, or two flags with one meaning,
@@ -483,10 +485,10 @@ def add_fields(
             raise KeyError(f"{getattr(cls, '__name__', cls)}.{name} has no documentation entry")
         flag = {**FIELD_FLAGS, **(flags or {})}.get(name, "--" + name.replace("_", "-"))
         default = (defaults or {}).get(name, given[name])
-        said = _default_text(default)
+        said = default_text(default)
         doc = docs[name].rstrip(".") + note
         text = f"{doc}." if said is None else f"{doc}; default {said}"
-        kind, many = _value_type(hints.get(name, str))
+        kind, many = value_type(hints.get(name, str))
         extra: dict[str, Any] = {"choices": choices[name]} if choices and name in choices else {}
         extra["default"] = None if config or given[name] is MISSING else given[name]
         if name in required:
@@ -518,7 +520,7 @@ def _parameters(target: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, A
     return defaults, typing.get_type_hints(function)
 
 
-def _value_type(hint: Any) -> tuple[type, bool]:
+def value_type(hint: Any) -> tuple[type, bool]:
     """The type of one value of a field and whether the field takes several."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     if typing.get_origin(hint) in (list, tuple):
@@ -526,12 +528,13 @@ def _value_type(hint: Any) -> tuple[type, bool]:
         return (item[0] if item and item[0] in (int, float, str) else str), True
     lists = [a for a in args if typing.get_origin(a) in (list, tuple)]
     if lists:
-        return _value_type(lists[0])
+        return value_type(lists[0])
     kind = args[0] if args else hint
     return (kind if kind in (bool, int, float, str) else str), False
 
 
-def _default_text(value: Any) -> str | None:
+def default_text(value: Any) -> str | None:
+    """A default as the help states it (``true``, ``1 10 100``); None for none at all."""
     if value is MISSING:
         return None
     if isinstance(value, bool):

@@ -237,23 +237,23 @@ def add_evaluate_parser(sub) -> argparse.ArgumentParser:
         "--include_path) and exit",
     )
 
-    shared: dict[str, list[str]] = {}
-    own: dict[str, Any] = {}
+    readers: dict[str, dict[str, Any]] = {}  # flag -> suite -> its option of that flag
     for name, cls in suites.items():
         for opt in cls.options:
-            first = own.setdefault(opt.flag, opt)
-            if first.settings != opt.settings:
-                raise ValueError(f"suites declare {opt.flag} with two meanings")
-            shared.setdefault(opt.flag, []).append(name)
+            readers.setdefault(opt.flag, {})[name] = opt
+    configs = {name: cls.config_class for name, cls in suites.items()}
+    for flag, opts in readers.items():
+        if len({(o.help, repr(o.settings)) for o in opts.values()}) > 1:
+            raise ValueError(f"suites declare {flag} with two meanings: {', '.join(opts)}")
     g = e.add_argument_group("options several suites read")
-    for flag, names in shared.items():
-        if len(names) > 1:
-            own[flag].add_to(g, f"[{', '.join(names)}]")
+    for opts in readers.values():
+        if len(opts) > 1:
+            next(iter(opts.values())).add_to(g, opts, configs)
     for name, cls in suites.items():
-        mine = [opt for opt in cls.options if len(shared[opt.flag]) == 1]
+        mine = [opt for opt in cls.options if len(readers[opt.flag]) == 1]
         if mine:
             g = e.add_argument_group(name, _summary(cls))
             for opt in mine:
-                opt.add_to(g)
+                opt.add_to(g, {name: opt}, configs)
     e.set_defaults(func=cmd_evaluate)
     return e

@@ -332,7 +332,6 @@ class CodeSuiteConfig(ConfigBase):
         timeout: sandbox wall-clock seconds per program.
         workers: programs checked at once.
         ks: the k of pass@k; those larger than ``num_samples`` are left out (with a note).
-            A comma-separated string (``"1,10,100"``) is accepted.
         seed: seeds the sampling (same seed, same completions; each problem's samples depend
             on the seed, its task_id and batch_size, not on which other problems run).
         batch_size: samples of one prompt generated together (the prompt repeated).
@@ -348,7 +347,7 @@ class CodeSuiteConfig(ConfigBase):
         allow_weak_verdicts: count the samples checked on the weak path (a problem whose
             tests cannot call the candidate by value: the single program in the sandbox,
             whose pass code written to find its token in memory can forge) as their run said.
-            By default (False) they are scored as failures, and their result keeps what the
+            By default they are scored as failures, and their result keeps what the
             run said. Every report counts these samples either way.
     """
 
@@ -371,7 +370,7 @@ class CodeSuiteConfig(ConfigBase):
     allow_weak_verdicts: bool = False
 
     def __post_init__(self) -> None:
-        if isinstance(self.ks, str):
+        if isinstance(self.ks, str):  # "1,10,100", as written in Python or a --set
             try:
                 self.ks = tuple(int(k) for k in self.ks.split(",") if k.strip())
             except ValueError as e:
@@ -577,39 +576,18 @@ class CodeSuite(Suite):
     config_class = CodeSuiteConfig
     options = (
         PROBLEMS,
-        shared("num_samples", help="samples per problem (100)"),
+        shared("num_samples"),
         TEMPERATURE,
         TOP_P,
         MAX_NEW_TOKENS,
         MAX_PROBLEMS,
-        option("--timeout", type=float, metavar="S", help="seconds per program (3.0)"),
-        option("--workers", type=int, metavar="N", help="programs checked in parallel (2)"),
-        option(
-            "--k",
-            "ks",
-            nargs="+",
-            action="extend",
-            type=int_list,
-            metavar="K",
-            help="the ks of pass@k, e.g. --k 1 10 100 (the default; a k above n is left out)",
-        ),
+        option("--timeout", metavar="S"),
+        option("--workers", metavar="N"),
+        option("--k", "ks", type=int_list, metavar="K"),
         SEED,
         BATCH_SIZE,
-        option(
-            "--allow-weak-verdicts",
-            action="store_const",
-            const=True,
-            help="count the samples of problems checked on the weak path (tests that cannot "
-            "call the candidate by value; a pass there can be forged) as their run said; by "
-            "default they are scored as failures. Every report counts them either way",
-        ),
-        option(
-            "--unsafe-python-guard-only",
-            action="store_const",
-            const=True,
-            help="run completions even without bubblewrap, behind the Python guard alone "
-            "(unsafe: a hostile completion can escape it; printed and recorded in the report)",
-        ),
+        option("--allow-weak-verdicts"),
+        option("--unsafe-python-guard-only"),
     )
 
     def load_data(self, run) -> list[dict[str, Any]]:

@@ -90,7 +90,8 @@ class ExtrapolationConfig(ConfigBase):
             P tokens holds P // L_max windows.
         batch_size: blocks of length T per forward pass; at length m·T the batch holds
             ``max(1, batch_size // m)`` blocks, so the tokens per pass stay about constant.
-        protocol: ``"blocks"`` (standard) or ``"last_window"`` (see the module docstring).
+        protocol: ``"blocks"``, the same tokens cut into blocks of each length (standard), or
+            ``"last_window"``, the same final T-1 tokens scored with a growing context.
         device: where to run the models (``"cpu"``, ``"cuda"``, ...).
         seed: seeds torch and numpy before each run (the protocols themselves are
             deterministic: they read the split from its start).
@@ -524,22 +525,10 @@ class ExtrapolationSuite(Suite):
     options = (
         DATA,
         SPLIT,
-        option(
-            "--multipliers",
-            nargs="+",
-            action="extend",
-            type=int_list,
-            metavar="M",
-            help="context lengths as multiples of the training length (1 2 4 8 16)",
-        ),
-        option("--max-tokens", type=int, metavar="N", help="tokens scored at every length (16384)"),
+        option("--multipliers", type=int_list, metavar="M"),
+        option("--max-tokens", metavar="N"),
         BATCH_SIZE,
-        option(
-            "--protocol",
-            choices=("blocks", "last_window"),
-            help="blocks: the same tokens cut into blocks of each length (default); "
-            "last_window: the same final T-1 tokens with growing context",
-        ),
+        option("--protocol", choices=("blocks", "last_window")),
         SEED,
     )
     many_runs = True

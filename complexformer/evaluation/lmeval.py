@@ -214,24 +214,11 @@ class LmEvalSuite(Suite):
     description = "EleutherAI's lm-evaluation-harness on the model exported for transformers"
     config_class = LmEvalConfig
     options = (
-        option(
-            "--tasks",
-            nargs="+",
-            action="extend",
-            metavar="TASK",
-            help="lm-evaluation-harness tasks: complexformer_ppl (held-out documents of --split "
-            "of --data) and complexformer_mc, shipped and offline (the default), or any harness "
-            "task such as hellaswag or gsm8k (needs the network)",
-        ),
+        option("--tasks", metavar="TASK"),
         DATA,
         SPLIT,
-        option(
-            "--max-documents",
-            type=int,
-            metavar="N",
-            help="documents of the split scored by complexformer_ppl (200)",
-        ),
-        option("--limit", type=int, metavar="N", help="at most N documents per harness task"),
+        option("--max-documents", metavar="N"),
+        option("--limit", metavar="N"),
         NUM_FEWSHOT,
         BATCH_SIZE,
         SEED,

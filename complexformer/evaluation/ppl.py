@@ -126,7 +126,7 @@ class PplSuite(Suite):
         DATA,
         SPLIT,
         BATCH_SIZE,
-        option("--max-blocks", type=int, metavar="N", help="score at most N blocks (all)"),
+        option("--max-blocks", metavar="N"),
     )
 
     def load(self, run: Any) -> Any:

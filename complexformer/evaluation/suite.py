@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import typing
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -26,8 +28,8 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from ..cli.options import shared_option
-from ..config import ConfigBase, unknown_key_error
+from ..cli.options import default_text, shared_option, value_type
+from ..config import ConfigBase, field_defaults, field_docs, unknown_key_error
 from ..lm import load_run
 from ..results import write_report
 from ..runtime import use_entry_points
@@ -74,15 +76,22 @@ class EvalRun:
 class Option:
     """A command-line option of a suite and the config field it fills.
 
+    What the option says comes from the field (:meth:`add_to`): its type (a list field takes
+    one or more values, a bool field is a switch), its entry under the config's
+    ``Attributes:`` and the default of each suite that reads it.
+
     Attributes:
         flag: the option, e.g. ``"--num-samples"`` (its destination is ``num_samples``).
         field: the config field the given value is stored in.
-        settings: the keyword arguments of ``argparse.ArgumentParser.add_argument``
-            (``type``, ``nargs``, ``action``, ``choices``, ``metavar``, ``help``).
+        help: what the option is where several suites read it (their fields may each say it
+            in their own words); an option one suite reads says its field's entry.
+        settings: the keyword arguments of ``argparse.ArgumentParser.add_argument`` that the
+            field cannot give (``metavar``, ``choices``, a ``type`` that parses a list).
     """
 
     flag: str
     field: str
+    help: str | None = None
     settings: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -93,54 +102,89 @@ class Option:
         """The same option filling another config field."""
         return replace(self, field=field_name)
 
-    def add_to(self, group: Any, note: str = "") -> None:
-        """Add the option to an argparse parser or group (``note`` appended to its help)."""
-        settings = dict(self.settings)
-        if note:
-            settings["help"] = f"{settings.get('help', '')} {note}".strip()
-        group.add_argument(self.flag, dest=self.dest, default=None, **settings)
+    def add_to(self, group: Any, readers: dict[str, Option], configs: dict[str, type]) -> None:
+        """Add the option to an argparse parser or group, for the suites that read it.
+
+        Args:
+            group: the parser or argument group.
+            readers: suite name -> its option of this flag (the field may differ by suite).
+            configs: suite name -> its config class.
+        """
+        first = next(iter(readers))
+        config, name = configs[first], readers[first].field
+        kind, many = value_type(typing.get_type_hints(config)[name])
+        settings: dict[str, Any] = {"type": kind}
+        if kind is bool:
+            settings = {"action": "store_const", "const": True}
+        elif many:
+            settings.update(nargs="+", action="extend")
+        settings.update(self.settings)
+        text = self.help if len(readers) > 1 and self.help else field_docs(config)[name]
+        text = text.rstrip(".")
+        said = _defaults_said({s: field_defaults(configs[s])[o.field] for s, o in readers.items()})
+        if said:
+            text = f"{text}; {said}"
+        if len(readers) > 1:
+            text += f" [{', '.join(readers)}]"  # the suites that read it
+        elif not said:
+            text += "."
+        group.add_argument(self.flag, dest=self.dest, default=None, help=text, **settings)
 
 
-def option(flag: str, field_name: str | None = None, **settings: Any) -> Option:
+def _defaults_said(defaults: dict[str, Any]) -> str | None:
+    """The defaults of the suites that read an option, as its help states them: ``default 8``
+    where they agree, ``default val (text test)`` where most do, else each suite's."""
+    said = {suite: default_text(value) for suite, value in defaults.items()}
+    common, n = Counter(said.values()).most_common(1)[0]
+    if n == len(said):
+        return None if common is None else f"default {common}"
+    if n == 1:
+        common = None
+    others = ", ".join(f"{s} {v}" for s, v in said.items() if v not in (common, None))
+    if common is None:
+        return f"default: {others}" if others else None
+    return f"default {common} ({others})" if others else f"default {common}"
+
+
+def option(
+    flag: str, field_name: str | None = None, *, help: str | None = None, **settings: Any
+) -> Option:
     """An :class:`Option` whose field defaults to the flag's destination."""
-    opt = Option(flag, "", settings)
+    opt = Option(flag, "", help, settings)
     return opt.bind(field_name or opt.dest)
 
 
 def shared(name: str, *, help: str | None = None) -> Option:
     """The :class:`Option` of a command-line option several commands share
-    (:data:`complexformer.cli.options.SHARED`), filling the field ``name``."""
+    (:data:`complexformer.cli.options.SHARED`), filling the field ``name``; its help is the
+    shared one unless ``help`` says more."""
     flag, settings = shared_option(name, help=help)
-    return Option(flag, name, settings)
+    return Option(flag, name, settings.pop("help"), settings)
 
 
-# Options that several suites read, declared once (a suite lists those it reads).
+# Options that several suites read, declared once (a suite lists those it reads); the
+# defaults their help states are the suites' own (Option.add_to).
 DATA = option(
     "--data",
     metavar="SPEC",
-    help="corpus of the prompts or blocks (default: the one the model records; text: stdlib)",
+    help="corpus of the prompts or blocks (none: the one the model records)",
 )
-SPLIT = option(
-    "--split",
-    choices=("train", "val", "test"),
-    help="split of the corpus (default val; text: test)",
-)
-BATCH_SIZE = option("--batch-size", type=int, metavar="N", help="sequences per forward pass")
-SEED = shared("seed", help="seed of sampling and of the choices of prompts and blocks (default 0)")
-MAX_NEW_TOKENS = shared("max_new_tokens", help="new tokens per sample (default 256)")
-TEMPERATURE = shared(
-    "temperature", help="sampling temperature, 0 greedy (text 1.0, code 0.8, math 0)"
-)
-TOP_P = shared("top_p", help="nucleus mass (text 0.9, code 0.95, math 1.0)")
+SPLIT = option("--split", choices=("train", "val", "test"), help="split of the corpus")
+BATCH_SIZE = option("--batch-size", metavar="N", help="sequences per forward pass")
+SEED = shared("seed", help="seed of sampling and of the choices of prompts and blocks")
+MAX_NEW_TOKENS = shared("max_new_tokens")
+TEMPERATURE = shared("temperature")
+TOP_P = shared("top_p")
 PROBLEMS = option(
     "--problems",
     metavar="SET",
-    help="problem set: code: humaneval (offline, "
-    "default), mbpp or a HumanEval-format JSONL file; math: gsm8k (default), "
-    "math or a JSONL file with question/answer",
+    help="problem set: code: humaneval (offline), mbpp or a HumanEval-format JSONL file; "
+    "math: gsm8k or math (from the Hugging Face hub) or a JSONL file with question/answer",
 )
-MAX_PROBLEMS = option("--max-problems", type=int, metavar="N", help="use the first N problems")
-NUM_FEWSHOT = option("--num-fewshot", type=int, metavar="N", help="worked examples in the prompt")
+MAX_PROBLEMS = option("--max-problems", metavar="N", help="use the first N problems (none: all)")
+NUM_FEWSHOT = option(
+    "--num-fewshot", metavar="N", help="worked examples in the prompt (none: the task's own)"
+)
 
 
 def model_info(model: nn.Module) -> dict[str, Any]:

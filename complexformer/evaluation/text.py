@@ -68,9 +68,9 @@ class TextSuiteConfig(ConfigBase):
         top_p: nucleus mass (0.9 in the paper).
         temperature: sampling temperature (0: greedy).
         top_k: keep only the k most likely tokens (0: off; the paper uses pure nucleus).
-        evaluator: gen-PPL evaluator (see :func:`~.genppl.resolve_evaluator`): ``smollm2``
-            (default, offline), ``gpt2-large`` (the paper's), a hub name, a local directory or
-            a ``.gguf`` file; None, ``""`` or ``"none"`` skips gen-PPL.
+        evaluator: gen-PPL evaluator: ``smollm2`` (offline), ``gpt2-large`` (the paper's), a
+            hub name, a local directory or a ``.gguf`` file; None, ``""`` or ``"none"`` skips
+            gen-PPL.
         evaluator_batch_size: sequences per evaluator forward pass.
         seed: seeds the prompt choice and the sampling (same seed, same generations).
         batch_size: prompts sampled together.
@@ -264,17 +264,12 @@ class TextSuite(Suite):
     options = (
         DATA,
         SPLIT,
-        option("--num-prompts", type=int, metavar="N", help="prompts (default 100)"),
-        option("--prompt-tokens", type=int, metavar="N", help="prompt length in model tokens (64)"),
+        option("--num-prompts", metavar="N"),
+        option("--prompt-tokens", metavar="N"),
         MAX_NEW_TOKENS,
         TOP_P,
         TEMPERATURE,
-        option(
-            "--evaluator",
-            metavar="LM",
-            help="gen-PPL evaluator: smollm2 (offline, default), a Hugging Face causal LM name "
-            "(gpt2-large: the paper) or directory, a .gguf file, or 'none'",
-        ),
+        option("--evaluator", metavar="LM"),
         SEED,
         BATCH_SIZE,
     )

@@ -447,16 +447,9 @@ class HeadsSuite(Suite):
     options = (
         DATA,
         SPLIT,
-        option("--num-blocks", type=int, metavar="N", help="blocks of real data measured (8)"),
-        shared("prompt", help="prompt whose attention maps are drawn"),
-        option(
-            "--layers",
-            nargs="+",
-            action="extend",
-            type=int_list,
-            metavar="L",
-            help="layers to draw, e.g. --layers 0 1 (default all)",
-        ),
+        option("--num-blocks", metavar="N"),
+        shared("prompt"),
+        option("--layers", type=int_list, metavar="L"),
         SEED,
         BATCH_SIZE,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint
@@ -10,13 +11,14 @@ import pytest
 import torch
 from torch import nn
 
-from complexformer.config import ConfigBase
+from complexformer.config import ConfigBase, field_defaults, field_docs
 from complexformer.evaluation.cli import register_suites
 from complexformer.evaluation.suite import (
     SUITES,
     SUITES_GROUP,
     EvalRun,
     Suite,
+    _defaults_said,
     data_spec,
     fmt_number,
     get_suite,
@@ -38,6 +40,60 @@ def test_every_suite_is_registered_with_its_options():
     assert SUITES["extrapolation"].many_runs and not SUITES["text"].many_runs
     with pytest.raises(ValueError, match=r"unknown evaluation suite 'txt' \(did you mean 'text'"):
         get_suite("txt")
+
+
+def _evaluate_helps() -> dict[str, str]:
+    from complexformer.cli import build_parser
+
+    parser = build_parser()
+    evaluate = next(
+        a.choices["evaluate"] for a in parser._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    return {flag: a.help for a in evaluate._actions for flag in a.option_strings}
+
+
+def test_every_suite_option_says_the_default_of_each_suite_that_reads_it():
+    """The defaults in evaluate's help are the configs' own, suite by suite; an option one
+    suite reads says its field's documentation, so neither is written twice."""
+    suites = register_suites()
+    helps = _evaluate_helps()
+    for name, cls in suites.items():
+        defaults = field_defaults(cls.config_class)
+        docs = field_docs(cls.config_class)
+        for opt in cls.options:
+            text, value = helps[opt.flag], defaults[opt.field]
+            readers = [n for n, c in suites.items() if any(o.flag == opt.flag for o in c.options)]
+            if len(readers) == 1:
+                assert text.startswith(docs[opt.field].rstrip(".")), opt.flag
+            if value is None:
+                continue
+            said = " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+            said = said.lower() if isinstance(value, bool) else said
+            assert f"default {said}" in text or f"{name} {said}" in text, (name, opt.flag, text)
+    assert helps["--temperature"].endswith(
+        "default: text 1.0, code 0.8, math 0.0 [text, code, math]"
+    )
+    assert "default val (text test, math test)" in helps["--split"]
+    assert helps["--max-problems"] == "use the first N problems (none: all) [code, math]"
+    assert helps["--timeout"] == "sandbox wall-clock seconds per program; default 3.0"
+
+
+@pytest.mark.parametrize(
+    ("defaults", "said"),
+    [
+        ({"a": 8}, "default 8"),
+        ({"a": None}, None),
+        ({"a": 0, "b": 0}, "default 0"),
+        ({"a": None, "b": None}, None),
+        ({"a": "val", "b": "test", "c": "val"}, "default val (b test)"),
+        ({"a": 1.0, "b": 0.8}, "default: a 1.0, b 0.8"),
+        ({"a": None, "b": "x", "c": None}, "default: b x"),
+        ({"a": None, "b": 8, "c": 8, "d": 2}, "default 8 (d 2)"),
+        ({"a": (1, 2), "b": False}, "default: a 1 2, b false"),
+    ],
+)
+def test_the_defaults_are_said_by_suite_where_they_differ(defaults, said):
+    assert _defaults_said(defaults) == said
 
 
 @dataclass
