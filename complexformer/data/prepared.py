@@ -40,6 +40,8 @@ __all__ = ["INDEX", "PREPARED_FORMAT", "PreparedCorpus", "is_prepared", "verify_
 PREPARED_FORMAT = "complexformer-prepared-v1"
 INDEX = "index.json"
 TOKENIZER_DIR = "tokenizer"
+#: Tokens :meth:`PreparedCorpus.documents` reads at a time (a document may span two reads).
+DECODE_TOKENS = 1 << 20
 
 
 def is_prepared(directory: str | os.PathLike) -> bool:
@@ -194,7 +196,7 @@ class PreparedCorpus(Corpus):
         back exactly), one at a time."""
         tokens = self.tokens(split)
         eos = self.prepared_tokenizer.eos_token_id
-        n, step, pending = len(tokens), 1 << 20, np.zeros(0, dtype=np.int64)
+        n, step, pending = len(tokens), DECODE_TOKENS, np.zeros(0, dtype=np.int64)
         for start in range(0, n, step):
             piece = np.concatenate([pending, np.asarray(tokens[start : start + step], np.int64)])
             ends = np.flatnonzero(piece == eos)

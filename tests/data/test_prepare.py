@@ -1,6 +1,6 @@
 """``complexformer prepare`` and ``prepared:DIR``: byte-identical output for any number of
 workers, the direct path's token stream, reading without the source, a corrupt shard refused
-by name; the bounded BPE sample; the shard view; the file barrier."""
+by name, a folder that is not one refused with what it is; the bounded BPE sample."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import filecmp
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,16 +16,11 @@ import torch
 
 from complexformer.cli import main
 from complexformer.data import get_tokenizer, load_corpus, load_token_splits
-from complexformer.data.barrier import (
-    LeaderFailedError,
-    publish_failure,
-    publish_ready,
-    wait_ready,
-)
+from complexformer.data import prepared as prepared_module
 from complexformer.data.bpe import bpe_cache_dir, sample_documents
 from complexformer.data.prepare import prepare_corpus
-from complexformer.data.prepared import PreparedCorpus, verify_prepared
-from complexformer.data.shards import ShardedTokens, ShardWriter
+from complexformer.data.prepared import PreparedCorpus, is_prepared, verify_prepared
+from complexformer.data.shards import ShardedTokens
 from complexformer.data.splits import SPLITS
 from complexformer.storage import ManifestError
 from tests.common_testlib import write_corpus
@@ -53,7 +49,9 @@ def _tree(d: Path) -> list[str]:
     return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
 
 
-def test_workers_give_byte_identical_folders_and_the_direct_token_stream(cache, source, tmp_path):
+def test_workers_give_byte_identical_folders_and_the_direct_token_stream(
+    cache, source, tmp_path, monkeypatch
+):
     one = prepare_corpus(source, tmp_path / "w1", vocab_size=VOCAB, workers=1, shard_tokens=4000)
     three = prepare_corpus(source, tmp_path / "w3", vocab_size=VOCAB, workers=3, shard_tokens=4000)
     assert _tree(one) == _tree(three)
@@ -82,8 +80,51 @@ def test_workers_give_byte_identical_folders_and_the_direct_token_stream(cache, 
     np.testing.assert_array_equal(
         np.asarray(PreparedCorpus(big).tokens("train")), np.asarray(direct["train"])
     )
-    # the documents come back from the tokens exactly
+    # the documents come back from the tokens exactly, also where one spans two reads
     assert list(prepared.documents("val")) == list(corpus.documents("val"))
+    monkeypatch.setattr(prepared_module, "DECODE_TOKENS", 7)
+    assert list(prepared.documents("val")) == list(corpus.documents("val"))
+    # the source's fingerprints, and the tokens only for the tokenizer they were written with
+    assert [prepared.fingerprint(s) for s in SPLITS] == [corpus.fingerprint(s) for s in SPLITS]
+    np.testing.assert_array_equal(np.asarray(prepared.prepared_tokens("val", tok)), direct["val"])
+    assert prepared.prepared_tokens("val", SimpleNamespace(fingerprint="another")) is None
+    lines = prepared.describe().splitlines()
+    at = lines.index(f"  prepared from {source}; tokens:")
+    for line, split in zip(lines[at + 1 :], SPLITS, strict=True):
+        shards = len(index["splits"][split]["shards"])
+        assert line.split() == [
+            split,
+            f"{len(direct[split]):,}",
+            "tokens",
+            "in",
+            str(shards),
+            "shards",
+        ]
+
+
+def test_a_folder_that_is_not_a_prepared_corpus_is_refused_with_what_it_is(tmp_path):
+    with pytest.raises(FileNotFoundError, match="prepared corpus folder .*none' does not exist"):
+        PreparedCorpus(tmp_path / "none")
+    d = tmp_path / "d"
+    d.mkdir()
+    assert not is_prepared(d)
+    with pytest.raises(
+        FileNotFoundError, match=r"has no index.json \(write one with 'complexformer prepare"
+    ):
+        PreparedCorpus(d)
+    for text, error in [
+        ("{not json", r"index.json is corrupted \(not valid JSON"),
+        ("[1, 2]", r"unknown format \(expected 'complexformer-prepared-v1'\)"),
+        ('{"format": "complexformer-prepared-v0"}', "unknown format"),
+    ]:
+        (d / "index.json").write_text(text)
+        assert not is_prepared(d)
+        with pytest.raises(ManifestError, match=error):
+            PreparedCorpus(d)
+    (d / "index.json").write_bytes(b"\xff\xfe{")
+    assert not is_prepared(d)
+    with pytest.raises(ManifestError, match="corrupted"):
+        PreparedCorpus(d)
 
 
 def test_train_from_a_prepared_folder_without_its_source(cache, source, tmp_path):
@@ -171,32 +212,6 @@ def test_bpe_sample_is_bounded_deterministic_and_whole_when_small(cache, source)
     # the cache key changes only when the budget samples the split
     assert bpe_cache_dir(corpus, VOCAB, sample_bytes=total) == bpe_cache_dir(corpus, VOCAB)
     assert bpe_cache_dir(corpus, VOCAB, sample_bytes=budget) != bpe_cache_dir(corpus, VOCAB)
-
-
-def test_sharded_tokens_index_like_the_flat_array(tmp_path):
-    flat = np.random.default_rng(0).integers(0, 60000, 1000).astype("<u2")
-    w = ShardWriter(tmp_path, "train", np.dtype("<u2"), 300)
-    for piece in np.split(flat, [7, 450, 451, 999]):
-        w.write(piece)
-    assert [n for _, n in w.close()] == [300, 300, 300, 100]
-    view = ShardedTokens([np.memmap(tmp_path / f, dtype="<u2", mode="r") for f, _ in w.shards])
-    assert len(view) == 1000
-    idx = np.random.default_rng(1).integers(0, 1000, (7, 33))
-    np.testing.assert_array_equal(view[idx], flat[idx])
-    np.testing.assert_array_equal(view[295:610], flat[295:610])
-    assert view[-1] == flat[-1] and view[299] == flat[299]
-    with pytest.raises(IndexError):
-        view[np.array([1000])]
-
-
-def test_file_barrier_gives_the_payload_or_the_leaders_error(tmp_path):
-    with pytest.raises(TimeoutError, match="within 0.3 s"):
-        wait_ready(tmp_path / "a", timeout=0.3, poll=0.05)
-    publish_ready(tmp_path / "b", {"tokenizer": "x"})
-    assert wait_ready(tmp_path / "b", timeout=1)["tokenizer"] == "x"
-    publish_failure(tmp_path / "c", "ValueError: corpus.jsonl:5: invalid JSON")
-    with pytest.raises(LeaderFailedError, match="rank 0 failed .*corpus.jsonl:5: invalid JSON"):
-        wait_ready(tmp_path / "c", timeout=1)
 
 
 def test_iter_chunks_cuts_as_chunk_spans():
