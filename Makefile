@@ -92,7 +92,8 @@ lint: venv
 # MUTANTS selects by mutmut's mutant names (module.x_function__mutmut_N, with xǁClassǁmethod
 # for methods): whole modules, but of nn/functional.py only the attention-score functions and
 # of cmplxbert/planar.py only the LoRA forward and the training kernels (modulus, scalar
-# LayerNorm, modulus attention). `make mutate MUTANTS='complexformer.data.*'` runs a part.
+# LayerNorm, modulus attention), of data/prepared.py only what reads a prepared folder (its
+# checks and opening run the whole preparation tests, about 2 mutants a minute). `make mutate MUTANTS='complexformer.data.*'` runs a part.
 MUTATE_JOBS ?= 2
 MUTATE_SCORES := _masked_softmax _reciprocal_or_zero _polar_weights modulus_attention \
 	complex_softmax scaled_dot_product_attention
@@ -101,6 +102,8 @@ MUTATE_LORA := _adapter_dropout _params _cached _planar_bias _planar_weights \
 	_planar_inference
 MUTATE_PLANAR_KERNELS := planar_modulus planar_norm modulus_attention
 MUTATE_PLANAR_CLASSES := _PlanarModulus _ScalarNorm _ModulusAttention
+MUTATE_PREPARED := x_is_prepared x__read_index $(foreach m,describe prepared_tokens documents \
+	fingerprint,xǁPreparedCorpusǁ$(m))
 MUTANTS ?= complexformer.data.splits.* complexformer.losses.pcl.* \
 	complexformer.evaluation.passk.* complexformer.data.blocks.* \
 	complexformer.attention.rotary.* complexformer.attention.polar.* \
@@ -109,7 +112,9 @@ MUTANTS ?= complexformer.data.splits.* complexformer.losses.pcl.* \
 	$(foreach f,$(MUTATE_PLANAR_KERNELS),complexformer.cmplxbert.planar.x_$(f)__*) \
 	$(foreach c,$(MUTATE_PLANAR_CLASSES),complexformer.cmplxbert.planar.xǁ$(c)ǁ*) \
 	$(foreach f,$(MUTATE_SCORES),complexformer.nn.functional.x_$(f)__*) \
-	complexformer.nn.functional.x*_Modulus* complexformer.nn.functional.x*_SafeReciprocal*
+	complexformer.nn.functional.x*_Modulus* complexformer.nn.functional.x*_SafeReciprocal* \
+	complexformer.data.shards.* complexformer.data.barrier.* \
+	$(foreach f,$(MUTATE_PREPARED),complexformer.data.prepared.$(f)__*)
 $(VENV)/.installed-mutmut: $(VENV)/.installed-test
 	$(PIP_INSTALL) "mutmut==3.8.1"
 	touch $@
