@@ -93,7 +93,9 @@ lint: venv
 # for methods): whole modules, but of nn/functional.py only the attention-score functions and
 # of cmplxbert/planar.py only the LoRA forward and the training kernels (modulus, scalar
 # LayerNorm, modulus attention), of data/prepared.py only what reads a prepared folder (its
-# checks and opening run the whole preparation tests, about 2 mutants a minute). `make mutate MUTANTS='complexformer.data.*'` runs a part.
+# checks and opening run the whole preparation tests, about 2 mutants a minute), and of
+# training/parts.py only load_model_state (the rest runs under torchrun, out of mutmut's
+# reach). `make mutate MUTANTS='complexformer.data.*'` runs a part.
 MUTATE_JOBS ?= 2
 MUTATE_SCORES := _masked_softmax _reciprocal_or_zero _polar_weights modulus_attention \
 	complex_softmax scaled_dot_product_attention
@@ -114,7 +116,8 @@ MUTANTS ?= complexformer.data.splits.* complexformer.losses.pcl.* \
 	$(foreach f,$(MUTATE_SCORES),complexformer.nn.functional.x_$(f)__*) \
 	complexformer.nn.functional.x*_Modulus* complexformer.nn.functional.x*_SafeReciprocal* \
 	complexformer.data.shards.* complexformer.data.barrier.* \
-	$(foreach f,$(MUTATE_PREPARED),complexformer.data.prepared.$(f)__*)
+	$(foreach f,$(MUTATE_PREPARED),complexformer.data.prepared.$(f)__*) \
+	complexformer.training.checkpoint.* complexformer.training.parts.x_load_model_state__*
 $(VENV)/.installed-mutmut: $(VENV)/.installed-test
 	$(PIP_INSTALL) "mutmut==3.8.1"
 	touch $@
