@@ -137,6 +137,12 @@ def check_tree(path: str | os.PathLike[str]) -> None:
             refuse_link(os.path.join(dirpath, name))
 
 
+def _not_regular(path: Path, writing: bool) -> str:
+    # where a file is to be written the thing in its place is in the way; a path to read
+    # (an input the user named, such as a folder) is theirs: it is only named
+    return f"{path} is not a regular file" + ("; remove it" if writing else "")
+
+
 def _open_fd(path: Path, flags: int, writing: bool) -> int:
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
@@ -144,12 +150,12 @@ def _open_fd(path: Path, flags: int, writing: bool) -> int:
         if e.errno in _LINK_ERRNOS and os.path.islink(path):
             raise SymlinkRefusedError(path) from None
         if os.path.lexists(path) and not is_regular_file(path):  # a FIFO with no reader ...
-            raise OSError(errno.EINVAL, f"{path} is not a regular file; remove it") from None
+            raise OSError(errno.EINVAL, _not_regular(path, writing)) from None
         raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"{path} is not a regular file; remove it")
+            raise OSError(errno.EINVAL, _not_regular(path, writing))
         if writing and st.st_nlink > 1:
             raise OSError(
                 errno.EMLINK,

@@ -55,8 +55,12 @@ def test_a_fifo_or_a_hard_link_is_refused_without_blocking(tmp_path, secret):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     for mode in ("r", "w", "a"):
-        with pytest.raises(OSError, match="not a regular file"):
+        with pytest.raises(OSError, match="not a regular file") as e:
             open_file(fifo, mode)
+        # removing it is advised only where the package writes, never for an input
+        assert str(e.value).endswith("; remove it") == (mode != "r"), str(e.value)
+    with pytest.raises(OSError, match=f"{tmp_path} is not a regular file$"):
+        open_file(tmp_path, "r")  # a folder named as an input file
     hard = tmp_path / "hard.txt"
     os.link(secret, hard)
     for mode in ("w", "a"):
